@@ -1,0 +1,125 @@
+"""Turn ansible-runner's event stream and stats into :class:`~gpufleet.results.RunResult` (pure logic)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpufleet.results import STATS_FIELDS, Event, FailedTask, HostResult, RunResult, clean_result
+
+EventCallback = Callable[[Event], None]
+
+
+class EventCollector:
+    """The ``event_handler`` given to ansible-runner.
+
+    For every event it records what the result needs (task failures, the toolkit's module results, the hosts
+    seen) and then hands a typed :class:`Event` to the caller's ``on_event``. An exception raised by ``on_event``
+    is kept in :attr:`callback_error` and stops the run through :meth:`should_cancel`; the API re-raises it.
+
+    It is also the ``cancel_callback`` (:meth:`should_cancel`), which stops the run when the caller's ``cancel``
+    event is set, ``on_event`` raised, or the ``timeout`` passed.
+    """
+
+    def __init__(
+        self,
+        module_keys: Mapping[str, str],
+        on_event: EventCallback | None = None,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self._module_keys = dict(module_keys)
+        self._on_event = on_event
+        self._cancel = cancel
+        self._deadline = time.monotonic() + timeout if timeout else None
+        self._terminated = False
+        self.playbook_pid: int | None = None
+        self.failed_tasks: dict[str, list[FailedTask]] = {}
+        self.module_data: dict[str, dict[str, Any]] = {}
+        self.hosts_seen: list[str] = []
+        self.saw_stats = False
+        self.timed_out = False
+        self.callback_error: BaseException | None = None
+
+    def __call__(self, raw: Mapping[str, Any]) -> bool:
+        """Consume one ansible-runner event; returns True so that ansible-runner keeps it for ``Runner.stats``."""
+        event = Event.from_runner(raw)
+        if self.playbook_pid is None and event.kind == "playbook_on_start" and isinstance(raw.get("pid"), int):
+            self.playbook_pid = raw["pid"]
+        self.record(event)
+        if self._on_event is not None and self.callback_error is None:
+            try:
+                self._on_event(event)
+            except Exception as exc:  # the caller's code: stop the run and re-raise after it ended
+                self.callback_error = exc
+        return True
+
+    def record(self, event: Event) -> None:
+        """Update the collected state with one event."""
+        if event.kind == "playbook_on_stats":
+            self.saw_stats = True
+            return
+        host = event.host
+        if host is None or event.status is None:
+            return
+        if host not in self.hosts_seen:
+            self.hosts_seen.append(host)
+        if event.status in ("failed", "unreachable"):
+            self.failed_tasks.setdefault(host, []).append(FailedTask.from_event(event))
+        elif event.status in ("ok", "changed") and event.action in self._module_keys:
+            key = self._module_keys[event.action]
+            self.module_data.setdefault(host, {})[key] = clean_result(event.result)
+
+    def stop_requested(self) -> bool:
+        """Whether the run should stop: cancel event set, ``on_event`` raised, or the timeout passed."""
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.timed_out = True
+        return self.timed_out or self.callback_error is not None or (self._cancel is not None and self._cancel.is_set())
+
+    def should_cancel(self) -> bool:
+        """The ``cancel_callback`` given to ansible-runner (polled every few seconds and when the output ends).
+
+        ansible-runner cancels with SIGKILL to ansible-playbook's process group, but ansible-core (2.19+) runs
+        each worker in its own session, so the workers and the commands they started would live on. So the first
+        time a stop is requested this sends SIGTERM to ansible-playbook, which passes it on to its workers, and
+        says "not yet"; at the next poll (the process has ended, or a few seconds passed) it says "cancel".
+        """
+        if not self.stop_requested():
+            return False
+        if self._terminated or self.playbook_pid is None:
+            return True
+        self._terminated = True
+        try:
+            os.kill(self.playbook_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return True
+        return False
+
+    def build_result(
+        self,
+        *,
+        playbook: str,
+        status: str,
+        rc: int,
+        stats: Mapping[str, Mapping[str, int]] | None,
+        check: bool,
+    ) -> RunResult:
+        """Combine ``Runner.stats`` with the collected events into a :class:`RunResult`."""
+        hosts: dict[str, HostResult] = {}
+        names = set(self.hosts_seen)
+        for per_host in (stats or {}).values():
+            names.update(per_host)
+        for name in sorted(names):
+            host = HostResult(name=name)
+            for stats_key, attr in STATS_FIELDS.items():
+                setattr(host, attr, int((stats or {}).get(stats_key, {}).get(name, 0)))
+            host.failed_tasks = list(self.failed_tasks.get(name, []))
+            host.module_data = dict(self.module_data.get(name, {}))
+            hosts[name] = host
+        if self.timed_out:
+            status = "timeout"
+        return RunResult(playbook=playbook, status=status, rc=rc, hosts=hosts, check=check)
