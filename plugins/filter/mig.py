@@ -1,0 +1,101 @@
+# Copyright: (c) 2025, gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""MIG layout filters: validate and plan offline, import/export NVIDIA mig-parted configs.
+
+Documentation for each filter lives beside this file (``mig_validate.yml``, ``mig_plan.yml``,
+``mig_from_mig_parted.yml``, ``mig_to_mig_parted.yml``), the layout ``ansible-doc -t filter`` reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import LayoutError, validate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_parted import (
+    MigPartedError,
+    export_gpus,
+    from_mig_parted,
+    to_mig_parted,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import plan, summarize
+
+
+def _plain(value: Any) -> Any:
+    """Turn Ansible's tagged/lazy containers into plain dicts, lists and scalars."""
+    if isinstance(value, Mapping):
+        return {str(k) if not isinstance(k, (int, float)) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def mig_validate(layout: Any, gpus: Sequence[Mapping[str, Any]], name: str | None = None,
+                 unmatched: str = "error") -> list[dict[str, Any]]:
+    """Validate a layout (a list of entries, or the layouts map with ``name``) against a host's GPUs."""
+    layout = _plain(layout)
+    if isinstance(layout, Mapping):
+        if name is None:
+            raise AnsibleFilterError("mig_validate: the input is a map of layouts; pass name=<layout name>")
+        if name not in layout:
+            raise AnsibleFilterError(f"mig_validate: no MIG layout named '{name}'; defined: "
+                                     f"{', '.join(sorted(layout)) or 'none'}")
+        layout = layout[name]
+    try:
+        return [config.to_dict() for config in validate(layout, _plain(gpus), unmatched=unmatched)]
+    except (LayoutError, ValueError) as exc:
+        raise AnsibleFilterError(f"mig_validate: {exc}") from exc
+
+
+def mig_plan(current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Plan the actions that take the GPUs in ``current`` (as NVML reports them) to ``desired``."""
+    try:
+        plans = plan(_plain(current), _plain(desired))
+    except (LayoutError, ValueError, KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"mig_plan: {exc}") from exc
+    gpus = [p.to_dict() for p in plans]
+    return {"changed": any(p["changed"] for p in gpus), "reset_required": any(p["reset_required"] for p in gpus),
+            "gpus": gpus, "summary": summarize(gpus)}
+
+
+def mig_from_mig_parted(config: Any, label: str | None = None) -> Any:
+    """mig-parted config (text or parsed) -> gpufleet layouts, or one label's entries."""
+    try:
+        return from_mig_parted(_plain(config), label)
+    except MigPartedError as exc:
+        raise AnsibleFilterError(f"mig_from_mig_parted: {exc}") from exc
+
+
+def mig_to_mig_parted(data: Any, allow_lossy: bool = False, label: str = "current") -> dict[str, Any]:
+    """gpufleet layouts (or per-GPU configs / NVML state) -> a mig-parted ``version: v1`` config."""
+    data = _plain(data)
+    try:
+        if isinstance(data, list):
+            return export_gpus(data, label=label, allow_lossy=allow_lossy)
+        if not isinstance(data, Mapping):
+            raise MigPartedError(f"expected a map of layouts or a list of GPUs, got {type(data).__name__}")
+        return to_mig_parted(data, allow_lossy=allow_lossy)
+    except (MigPartedError, ValueError) as exc:
+        raise AnsibleFilterError(f"mig_to_mig_parted: {exc}") from exc
+
+
+class FilterModule:
+    """gpufleet.nvidia MIG filters."""
+
+    def filters(self) -> dict[str, Any]:
+        """Filter name -> function."""
+        return {
+            "mig_validate": mig_validate,
+            "mig_plan": mig_plan,
+            "mig_from_mig_parted": mig_from_mig_parted,
+            "mig_to_mig_parted": mig_to_mig_parted,
+        }

@@ -1,0 +1,599 @@
+# Copyright: (c) 2025, gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Offline MIG layout model: parse named layouts, validate them against GPUs, find placements.
+
+Pure Python (standard library only), used on the controller without a GPU by the ``gpufleet.nvidia.mig_*``
+filters, by the ``nvidia_mig`` module, and by the planner (:mod:`mig_planner`). Layout format: ``docs/mig.md``.
+``validate(entries, gpus)`` returns one :class:`GpuConfig` per GPU or raises :class:`LayoutError` that lists
+every problem found, each naming the GPU, its model, the profile and the reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import (
+    MODELS,
+    GiProfile,
+    GpuModel,
+    ProfileSyntaxError,
+    describe_unknown,
+    find_model,
+    parse_pci_id,
+    parse_profile_name,
+)
+
+ENTRY_KEYS = ("devices", "model", "device_filter", "mig_enabled", "gpu_instances", "placements", "compute_instances")
+_MODELS_BY_NAME = {m.name: m for m in MODELS}
+
+
+class LayoutError(ValueError):
+    """A layout cannot be applied; ``problems`` holds one actionable sentence per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            message = self.problems[0]
+        else:
+            listed = "\n- ".join(self.problems)
+            message = f"{len(self.problems)} problems in the MIG layout:\n- {listed}"
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class CiSpec:
+    """A compute instance to create inside a GPU instance, at ``start`` on its compute-slice axis."""
+
+    profile: str
+    profile_id: int
+    slices: int
+    start: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"profile": self.profile, "profile_id": self.profile_id, "slices": self.slices, "start": self.start}
+
+
+@dataclass(frozen=True)
+class GiSpec:
+    """A GPU instance of the desired layout, with its placement on the memory-slice axis."""
+
+    profile: str
+    profile_id: int
+    start: int
+    size: int
+    compute_slices: int
+    pinned: bool = False
+    compute_instances: tuple[CiSpec, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"profile": self.profile, "profile_id": self.profile_id, "start": self.start, "size": self.size,
+                "compute_slices": self.compute_slices, "pinned": self.pinned,
+                "compute_instances": [ci.to_dict() for ci in self.compute_instances]}
+
+
+@dataclass
+class GpuConfig:
+    """The desired MIG state of one GPU (``gpu_instances`` in creation order: largest first)."""
+
+    index: int
+    model: str | None
+    mig_enabled: bool
+    entry: int | None = None
+    mig_capable: bool = True
+    mode_change_requires_reset: bool = True
+    gpu_instances: list[GiSpec] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form; :meth:`from_dict` reads it back."""
+        return {"index": self.index, "model": self.model, "mig_enabled": self.mig_enabled, "entry": self.entry,
+                "mig_capable": self.mig_capable, "mode_change_requires_reset": self.mode_change_requires_reset,
+                "gpu_instances": [gi.to_dict() for gi in self.gpu_instances]}
+
+    @classmethod
+    def from_dict(cls, data: GpuConfig | Mapping[str, Any]) -> GpuConfig:
+        """Accept a GpuConfig or its :meth:`to_dict` form (e.g. after a trip through Ansible variables)."""
+        if isinstance(data, GpuConfig):
+            return data
+        gis = []
+        for gi in data.get("gpu_instances") or []:
+            cis = tuple(CiSpec(str(ci["profile"]), int(ci["profile_id"]), int(ci["slices"]), int(ci.get("start", 0)))
+                        for ci in gi.get("compute_instances") or [])
+            gis.append(GiSpec(str(gi["profile"]), int(gi["profile_id"]), int(gi["start"]), int(gi["size"]),
+                              int(gi.get("compute_slices", 0)), bool(gi.get("pinned", False)), cis))
+        return cls(index=int(data["index"]), model=data.get("model"), mig_enabled=bool(data["mig_enabled"]),
+                   entry=data.get("entry"), mig_capable=bool(data.get("mig_capable", True)),
+                   mode_change_requires_reset=bool(data.get("mode_change_requires_reset", True)),
+                   gpu_instances=gis)
+
+    @property
+    def profile_counts(self) -> dict[str, int]:
+        """Requested GI profiles and how many of each."""
+        return dict(Counter(gi.profile for gi in self.gpu_instances))
+
+
+def placements_for(config: GpuConfig | Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The ``nvmlDeviceCreateGpuInstanceWithPlacement`` calls, in order, that build ``config`` on an empty GPU."""
+    return [(gi.profile_id, gi.start) for gi in GpuConfig.from_dict(config).gpu_instances]
+
+
+# --------------------------------------------------------------------------------------------------- entries
+@dataclass
+class LayoutEntry:
+    """One parsed entry of a named layout."""
+
+    position: int
+    devices: str | tuple[int, ...] = "all"
+    model: str | None = None
+    device_filters: tuple[tuple[int, int | None], ...] = ()
+    mig_enabled: bool = False
+    gpu_instances: dict[str, int] = field(default_factory=dict)
+    placements: list[tuple[str, int]] = field(default_factory=list)
+    compute_instances: dict[str, list[list[str]]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """How messages name this entry."""
+        return f"layout entry[{self.position}]"
+
+
+def _parse_filter(value: Any) -> tuple[int, int | None]:
+    text = str(value).strip()
+    parts = text.split(":")
+    if len(parts) > 2:
+        raise ValueError(f"device_filter '{text}' is not '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV'")
+    primary = parse_pci_id(parts[0])
+    assert primary is not None
+    return primary, (parse_pci_id(parts[1]) if len(parts) == 2 else None)
+
+
+def _gi_name(text: Any, where: str, problems: list[str]) -> str | None:
+    try:
+        parsed = parse_profile_name(text)
+    except ProfileSyntaxError as exc:
+        problems.append(f"{where}: {exc}")
+        return None
+    if parsed.compute_slices != parsed.gi_slices:
+        problems.append(f"{where}: '{text}' names a compute instance; request the GPU instance "
+                        f"'{parsed.gi_name}' and list '{parsed.name}' under compute_instances")
+        return None
+    return parsed.gi_name
+
+
+def _parse_counts(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
+    if not isinstance(raw, Mapping):
+        problems.append(f"{entry.label}: gpu_instances must be a mapping of profile to count, got {raw!r}")
+        return
+    for key, count in raw.items():
+        name = _gi_name(key, f"{entry.label}: gpu_instances", problems)
+        if name is None:
+            continue
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            problems.append(f"{entry.label}: gpu_instances count for {name} must be an integer >= 0, got {count!r}")
+        elif count:
+            entry.gpu_instances[name] = entry.gpu_instances.get(name, 0) + count
+
+
+def _parse_placements(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
+    if not isinstance(raw, list):
+        problems.append(f"{entry.label}: placements must be a list of {{profile, start}}, got {raw!r}")
+        return
+    for item in raw:
+        ok = isinstance(item, Mapping) and set(item) == {"profile", "start"}
+        start = item.get("start") if isinstance(item, Mapping) else None
+        if not ok or isinstance(start, bool) or not isinstance(start, int):
+            problems.append(f"{entry.label}: placement {item!r} must be {{profile: <GI profile>, start: <int>}}")
+            continue
+        name = _gi_name(item["profile"], f"{entry.label}: placements", problems)
+        if name is not None:
+            entry.placements.append((name, start))
+
+
+def _parse_cis(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
+    if not isinstance(raw, Mapping):
+        problems.append(f"{entry.label}: compute_instances must map a GI profile to a list of CI profiles")
+        return
+    for key, value in raw.items():
+        name = _gi_name(key, f"{entry.label}: compute_instances", problems)
+        if name is None:
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+            lists = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            lists = [value]
+        else:
+            problems.append(f"{entry.label}: compute_instances for {name} must be a list of CI profiles (or one "
+                            f"list per GPU instance), got {value!r}")
+            continue
+        entry.compute_instances[name] = [[str(v) for v in one] for one in lists]
+
+
+def parse_entries(entries: Any) -> list[LayoutEntry]:
+    """Parse a layout (a list of entries); raise :class:`LayoutError` listing every syntax problem."""
+    if not isinstance(entries, list) or not entries:
+        raise LayoutError([f"a MIG layout must be a non-empty list of entries, got {entries!r}"])
+    problems: list[str] = []
+    result = []
+    for position, raw in enumerate(entries):
+        entry = LayoutEntry(position)
+        if not isinstance(raw, Mapping):
+            problems.append(f"{entry.label}: must be a mapping, got {raw!r}")
+            continue
+        unknown = sorted(str(k) for k in raw if k not in ENTRY_KEYS)
+        if unknown:
+            problems.append("{}: unknown key(s) {}; allowed: {}".format(entry.label, ", ".join(unknown),
+                                                                     ", ".join(ENTRY_KEYS)))
+        devices = raw.get("devices", "all")
+        if devices == "all":
+            entry.devices = "all"
+        elif isinstance(devices, list) and devices and all(isinstance(d, int) and not isinstance(d, bool)
+                                                           and d >= 0 for d in devices):
+            entry.devices = tuple(devices)
+        else:
+            problems.append(f"{entry.label}: devices must be 'all' or a non-empty list of GPU indexes, got {devices!r}")
+        if raw.get("model") is not None:
+            entry.model = str(raw["model"])
+        filters = raw.get("device_filter")
+        for value in ([] if filters is None else filters if isinstance(filters, list) else [filters]):
+            try:
+                entry.device_filters += (_parse_filter(value),)
+            except ValueError as exc:
+                problems.append(f"{entry.label}: {exc}")
+        wants_instances = bool(raw.get("gpu_instances") or raw.get("placements"))
+        enabled = raw.get("mig_enabled", True if wants_instances else None)
+        if not isinstance(enabled, bool):
+            problems.append(f"{entry.label}: mig_enabled is required and must be true or false, got {enabled!r}")
+        entry.mig_enabled = bool(enabled)
+        if raw.get("gpu_instances") is not None:
+            _parse_counts(entry, raw["gpu_instances"], problems)
+        if raw.get("placements") is not None:
+            _parse_placements(entry, raw["placements"], problems)
+        if raw.get("compute_instances") is not None:
+            _parse_cis(entry, raw["compute_instances"], problems)
+        if enabled is False and (entry.gpu_instances or entry.placements):
+            problems.append(f"{entry.label}: mig_enabled is false but GPU instances are requested "
+                            f"({_describe_counts(_entry_counts(entry))}); remove them or set mig_enabled: true")
+        if not entry.gpu_instances and entry.placements:
+            entry.gpu_instances = dict(Counter(name for name, _ in entry.placements))
+        result.append(entry)
+    if problems:
+        raise LayoutError(problems)
+    return result
+
+
+def _entry_counts(entry: LayoutEntry) -> dict[str, int]:
+    return entry.gpu_instances or dict(Counter(name for name, _ in entry.placements))
+
+
+def _describe_counts(counts: Mapping[str, int]) -> str:
+    return " + ".join(f"{name} x{n}" for name, n in counts.items())
+
+
+# --------------------------------------------------------------------------------------------------- GPUs
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the validator needs to know about a GPU (from gpu_facts, NVML or an inventory)."""
+
+    index: int
+    model: GpuModel | None
+    label: str
+    raw_model: str | None
+    raw_name: str | None
+    pci_device_id: int | None
+    pci_subsystem_id: int | None
+    mig_capable: bool | None
+
+    @property
+    def title(self) -> str:
+        """``GPU 0 (A100-SXM4-80GB)`` for messages."""
+        return f"GPU {self.index} ({self.label})"
+
+
+def sub_mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``raw[key]`` when it is a mapping, else an empty one."""
+    value = raw.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def gpu_info(raw: Mapping[str, Any]) -> GpuInfo:
+    """Normalise ``{index, model|name, pci_device_id[, pci_subsystem_id, mig_capable]}`` (or nested ``pci``)."""
+    pci = sub_mapping(raw, "pci")
+    device_id = parse_pci_id(raw.get("pci_device_id", pci.get("pci_device_id")))
+    subsystem = parse_pci_id(raw.get("pci_subsystem_id", pci.get("pci_subsystem_id")))
+    mig = sub_mapping(raw, "mig")
+    capable = raw.get("mig_capable", mig.get("supported"))
+    model = find_model(raw.get("model"), raw.get("name"), device_id)
+    label = model.name if model else str(raw.get("model") or raw.get("name") or "unknown model")
+    return GpuInfo(int(raw["index"]), model, label, raw.get("model"), raw.get("name"), device_id, subsystem,
+                   None if capable is None else bool(capable))
+
+
+def _entry_matches(entry: LayoutEntry, gpu: GpuInfo) -> bool:
+    if entry.devices != "all" and gpu.index not in entry.devices:
+        return False
+    if entry.device_filters:
+        if gpu.pci_device_id is None:
+            return False
+        if not any(dev == gpu.pci_device_id and (sub is None or sub == gpu.pci_subsystem_id)
+                   for dev, sub in entry.device_filters):
+            return False
+    if entry.model is not None:
+        wanted = find_model(entry.model)
+        if wanted is not None:
+            return gpu.model is wanted
+        names = {str(n).upper() for n in (gpu.raw_model, gpu.raw_name) if n}
+        return entry.model.upper() in names
+    return True
+
+
+# --------------------------------------------------------------------------------------------------- packing
+def _mask(start: int, size: int) -> int:
+    return ((1 << size) - 1) << start
+
+
+def sort_largest_first(profiles: Iterable[GiProfile]) -> list[GiProfile]:
+    """Deterministic creation order: larger memory size, then more compute slices, then name."""
+    return sorted(profiles, key=lambda p: (-p.memory_slices, -p.compute_slices, p.name))
+
+
+@lru_cache(maxsize=8192)
+def _pack(model_name: str, names: tuple[str, ...], occupied: int) -> tuple[int, ...] | None:
+    model = _MODELS_BY_NAME[model_name]
+    profiles = [model.profile(name) for name in names]
+    free = model.memory_slots - bin(occupied & ((1 << model.memory_slots) - 1)).count("1")
+    if sum(p.memory_slices for p in profiles if p) > free:
+        return None
+    starts: list[int] = []
+
+    def place(i: int, mask: int) -> bool:
+        if i == len(profiles):
+            return True
+        profile = profiles[i]
+        assert profile is not None
+        floor = starts[-1] if i and names[i - 1] == names[i] else -1  # identical instances: increasing starts
+        for start in profile.starts:
+            bits = _mask(start, profile.memory_slices)
+            if start <= floor or mask & bits:
+                continue
+            starts.append(start)
+            if place(i + 1, mask | bits):
+                return True
+            starts.pop()
+        return False
+
+    return tuple(starts) if place(0, occupied) else None
+
+
+def find_packing(model: GpuModel, profiles: Sequence[GiProfile], occupied: Iterable[tuple[int, int]] = ()
+                 ) -> list[tuple[GiProfile, int]] | None:
+    """Place ``profiles`` around ``occupied`` ``(start, size)`` intervals: backtracking, largest first, lowest
+    start first; deterministic. Returns ``[(profile, start)]`` in creation order, or None when no packing exists."""
+    mask = 0
+    for start, size in occupied:
+        mask |= _mask(start, size)
+    ordered = sort_largest_first(profiles)
+    starts = _pack(model.name, tuple(p.name for p in ordered), mask)
+    if starts is None:
+        return None
+    return list(zip(ordered, starts, strict=False))
+
+
+# --------------------------------------------------------------------------------------------------- validation
+def _ci_specs(model: GpuModel, gi: GiProfile, names: list[str], where: str, problems: list[str]
+              ) -> tuple[CiSpec, ...] | None:
+    offered = {ci.name: ci for ci in model.ci_profiles(gi)}
+    specs: list[CiSpec] = []
+    for text in names:
+        try:
+            name = parse_profile_name(text).name
+        except ProfileSyntaxError as exc:
+            problems.append(f"{where}: {exc}")
+            return None
+        if name not in offered:
+            problems.append(f"{where}: compute instance '{text}' is not offered inside a {gi.name} GPU instance; "
+                            f"valid: {', '.join(offered)}")
+            return None
+        ci = offered[name]
+        specs.append(CiSpec(ci.name, ci.profile_id, ci.compute_slices))
+    counts = Counter(spec.profile for spec in specs)
+    for name, count in counts.items():
+        if count > offered[name].instance_count:
+            problems.append(f"{where}: {count} x {name} requested but a {gi.name} GPU instance holds at most "
+                            f"{offered[name].instance_count}")
+            return None
+    used = sum(spec.slices for spec in specs)
+    if used > gi.compute_slices:
+        problems.append(f"{where}: compute instances {_describe_counts(counts)} do not fit a {gi.name} GPU instance: "
+                        f"they need {used} compute slices, it has {gi.compute_slices}")
+        return None
+    ordered = [offered[s.profile] for s in sorted(specs, key=lambda s: (-s.slices, s.profile))]
+    starts = model.pack_compute_instances(gi, ordered)
+    if starts is None:
+        problems.append(f"{where}: compute instances {_describe_counts(counts)} cannot be placed together inside a "
+                        f"{gi.name} GPU instance (offered starts: " + "; ".join(
+                            f"{c.name} {','.join(map(str, c.starts))}" for c in dict.fromkeys(ordered)) + ")")
+        return None
+    return tuple(CiSpec(c.name, c.profile_id, c.compute_slices, s) for c, s in zip(ordered, starts, strict=True))
+
+
+def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuConfig | None:
+    model = gpu.model
+    reset = model.mode_change_requires_reset if model else True
+    if gpu.mig_capable is False:
+        if entry.mig_enabled and entry.devices != "all":
+            problems.append(f"{gpu.title}: not MIG-capable, but {entry.label} enables MIG on it; remove it from "
+                            "devices")
+            return None
+        return GpuConfig(gpu.index, gpu.label, False, entry.position, False, reset)
+    if not entry.mig_enabled:
+        return GpuConfig(gpu.index, gpu.label, False, entry.position, True, reset)
+    if model is None:
+        problems.append(f"GPU {gpu.index}: {describe_unknown(gpu.raw_model, gpu.raw_name, gpu.pci_device_id)}")
+        return None
+    before = len(problems)
+    counts = dict(entry.gpu_instances)
+    profiles: dict[str, GiProfile] = {}
+    for name, count in counts.items():
+        profile = model.profile(name)
+        if profile is None:
+            problems.append(f"{gpu.title}: profile '{name}' is not offered by {model.name}; valid profiles: "
+                            f"{', '.join(model.profile_names)}")
+            continue
+        profiles[name] = profile
+        if count > profile.instance_count:
+            problems.append(f"{gpu.title}: {count} x {name} requested, but {model.name} offers at most "
+                            f"{profile.instance_count} x {name}")
+    compute = sum(profiles[n].compute_slices * c for n, c in counts.items() if n in profiles)
+    if len(profiles) == len(counts) and compute > model.compute_slices:
+        problems.append(f"{gpu.title}: {_describe_counts(counts)} need {compute} compute slices; {model.name} has "
+                        f"{model.compute_slices}")
+    pinned = _check_pins(entry, gpu, model, profiles, problems)
+    cis: dict[str, list[tuple[CiSpec, ...]]] = {}
+    for name, lists in entry.compute_instances.items():
+        where = f"{gpu.title}: compute_instances for {name}"
+        if name not in profiles:
+            if name not in counts:
+                problems.append(f"{where}: {entry.label} does not request {name} GPU instances")
+            continue
+        if len(lists) > 1 and len(lists) != counts[name]:
+            problems.append(f"{where}: {len(lists)} lists given for {counts[name]} GPU instances")
+            continue
+        parsed_cis = [_ci_specs(model, profiles[name], one, where, problems) for one in lists]
+        if all(s is not None for s in parsed_cis):
+            cis[name] = [s for s in parsed_cis if s is not None]
+    if len(problems) > before:
+        return None
+    occupied = [(start, profiles[name].memory_slices) for name, start in pinned]
+    free: list[GiProfile] = []
+    for name, count in counts.items():
+        free += [profiles[name]] * (count - sum(1 for n, _ in pinned if n == name))
+    packing = find_packing(model, free, occupied)
+    if packing is None:
+        problems.append(_no_packing_message(gpu, model, counts, profiles, pinned))
+        return None
+    placed = [(profiles[name], start, True) for name, start in pinned] + [(p, s, False) for p, s in packing]
+    placed.sort(key=lambda item: (-item[0].memory_slices, -item[0].compute_slices, item[0].name, item[1]))
+    seen: Counter[str] = Counter()
+    gis = []
+    for profile, start, is_pinned in placed:
+        specs = cis.get(profile.name)
+        if specs is None:
+            default = model.ci_profiles(profile)[-1]
+            ci_tuple: tuple[CiSpec, ...] = (CiSpec(default.name, default.profile_id, default.compute_slices, 0),)
+        else:
+            ci_tuple = specs[seen[profile.name]] if len(specs) > 1 else specs[0]
+        seen[profile.name] += 1
+        gis.append(GiSpec(profile.name, profile.profile_id, start, profile.memory_slices, profile.compute_slices,
+                          is_pinned, ci_tuple))
+    return GpuConfig(gpu.index, model.name, True, entry.position, True, reset, gis)
+
+
+def _check_pins(entry: LayoutEntry, gpu: GpuInfo, model: GpuModel, profiles: Mapping[str, GiProfile],
+                problems: list[str]) -> list[tuple[str, int]]:
+    pinned: list[tuple[str, int]] = []
+    for name, start in entry.placements:
+        profile = profiles.get(name)
+        if profile is None:
+            if name not in entry.gpu_instances:
+                problems.append(f"{gpu.title}: placement of {name} at {start}, but {entry.label} does not request "
+                                f"{name}")
+            continue
+        if start not in profile.starts:
+            offered = ", ".join(str(s) for s in profile.starts)
+            problems.append(f"{gpu.title}: {name} cannot start at memory slice {start} on {model.name}; offered "
+                            f"starts: {offered}")
+            continue
+        for other, other_start in pinned:
+            size = profiles[other].memory_slices
+            if start < other_start + size and other_start < start + profile.memory_slices:
+                problems.append(f"{gpu.title}: explicit placements overlap: {other} at {_span(other_start, size)} "
+                                f"and {name} at {_span(start, profile.memory_slices)}")
+                break
+        else:
+            pinned.append((name, start))
+    for name, count in Counter(n for n, _ in pinned).items():
+        if count > entry.gpu_instances.get(name, 0):
+            problems.append(f"{gpu.title}: {count} placements given for {name} but only "
+                            f"{entry.gpu_instances.get(name, 0)} requested")
+    return pinned
+
+
+def _span(start: int, size: int) -> str:
+    return f"slice {start}" if size == 1 else f"slices {start}-{start + size - 1}"
+
+
+def _no_packing_message(gpu: GpuInfo, model: GpuModel, counts: Mapping[str, int],
+                        profiles: Mapping[str, GiProfile], pinned: Sequence[tuple[str, int]]) -> str:
+    need = sum(profiles[n].memory_slices * c for n, c in counts.items())
+    head = f"{gpu.title}: {_describe_counts(counts)} cannot be placed together"
+    if need > model.memory_slots:
+        return f"{head}: they need {need} of the {model.memory_slots} memory slices"
+    offers = "; ".join(f"{n} starts {','.join(str(s) for s in profiles[n].starts)} size {profiles[n].memory_slices}"
+                       for n in counts)
+    around = ""
+    if pinned:
+        around = " around the explicit placements " + ", ".join(f"{n}@{s}" for n, s in pinned)
+    return f"{head}: no non-overlapping placement exists on the {model.memory_slots} memory slices{around} ({offers})"
+
+
+def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "error") -> list[GpuConfig]:
+    """Validate a layout against a host's GPUs; return one :class:`GpuConfig` per GPU, ordered by index.
+
+    ``unmatched``: ``error`` (default) rejects a GPU that no entry matches; ``ignore`` leaves it out of the
+    result (the planner then leaves that GPU alone). Raises :class:`LayoutError` with every problem found.
+    """
+    if unmatched not in ("error", "ignore"):
+        raise ValueError(f"unmatched must be 'error' or 'ignore', got {unmatched!r}")
+    parsed = parse_entries(entries)
+    problems: list[str] = []
+    infos = []
+    for raw in gpus:
+        try:
+            infos.append(gpu_info(raw))
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"GPU {raw!r}: cannot read its description ({exc}); need index, model or name, "
+                            "pci_device_id")
+    result = []
+    for gpu in sorted(infos, key=lambda g: g.index):
+        matches = [e for e in parsed if _entry_matches(e, gpu)]
+        if len(matches) > 1:
+            which = ", ".join(f"entry[{e.position}]" for e in matches)
+            problems.append(f"{gpu.title}: matched by more than one layout entry ({which}); each GPU must be "
+                            "matched by exactly one")
+            continue
+        if not matches:
+            if unmatched == "error":
+                problems.append(f"{gpu.title}: no layout entry matches it; add an entry for it or use devices: all")
+            continue
+        config = _validate_gpu(matches[0], gpu, problems)
+        if config is not None:
+            result.append(config)
+    known = {g.index for g in infos}
+    for entry in parsed:
+        if entry.devices != "all":
+            for index in entry.devices:
+                if index not in known:
+                    have = ", ".join(str(i) for i in sorted(known)) or "none"
+                    problems.append(f"{entry.label}: names GPU {index}, which the host does not have (GPUs: {have})")
+    if problems:
+        raise LayoutError(problems)
+    return result
+
+
+def plan(current: Sequence[Mapping[str, Any]], desired: Sequence[GpuConfig | Mapping[str, Any]]) -> list[Any]:
+    """Per-GPU ordered actions; see :func:`mig_planner.plan` (imported lazily: the planner imports this module)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import plan as _plan
+
+    return _plan(current, desired)
+
+
+def summarize(plans: Sequence[Any]) -> str:
+    """A human summary of a plan; see :func:`mig_planner.summarize`."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import summarize as _summarize
+
+    return _summarize(plans)

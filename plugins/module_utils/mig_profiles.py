@@ -1,0 +1,353 @@
+# Copyright: (c) 2025, gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpufleet's own table of MIG-capable GPU models and the MIG profile-name grammar.
+
+Pure Python, standard library only: the controller uses it with no GPU and no NVML.
+
+Sources (see ``docs/mig.md`` for the full list):
+
+* NVIDIA MIG User Guide, "Supported MIG Profiles" and "List GPU Instance Profiles" (``nvidia-smi mig -lgip`` /
+  ``-lgipp``): profile names, instance counts, profile ids and placements (A100, H100, H200, A30).
+* nvml.h (``NVML_GPU_INSTANCE_PROFILE_*`` and ``NVML_COMPUTE_INSTANCE_PROFILE_*``): enum indexes.
+* NVIDIA/go-nvlib ``mig_profile.go``: the profile-string grammar and the compute-instance heuristic.
+* NVIDIA/mig-parted ``deployments/systemd/config-default.yaml``: PCI device ids.
+
+Placements are on the memory-slice axis: 8 slots (4 on the A30). Memory sizes of H200 profiles other than
+``1g.18gb`` are approximations (UNVERIFIED) chosen so that NVIDIA's name rounding gives the documented names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# NVML GPU-instance profile enums (nvml.h NVML_GPU_INSTANCE_PROFILE_*).
+GI_ENUM_1_SLICE = 0
+GI_ENUM_2_SLICE = 1
+GI_ENUM_3_SLICE = 2
+GI_ENUM_4_SLICE = 3
+GI_ENUM_7_SLICE = 4
+GI_ENUM_1_SLICE_REV1 = 7  # +me
+GI_ENUM_2_SLICE_REV1 = 8  # +me
+GI_ENUM_1_SLICE_REV2 = 9  # 1g with twice the memory
+
+# NVML compute-instance profile enums by compute-slice count (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
+# nvidia-smi prints the enum as the CI profile id, and NVML's CI profile info id equals it.
+CI_ENUM_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+
+_PROFILE_RE = re.compile(
+    r"^(?:(?P<c>[0-9]+)c\.)?(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb"
+    r"(?:(?P<sign>[+-])(?P<attrs>[A-Za-z][A-Za-z0-9.]*(?:,[A-Za-z][A-Za-z0-9.]*)*))?$"
+)
+
+
+class UnknownModelError(ValueError):
+    """No MIG profile table is known for a GPU."""
+
+
+class ProfileSyntaxError(ValueError):
+    """A MIG profile string does not follow NVIDIA's grammar."""
+
+
+@dataclass(frozen=True)
+class ProfileName:
+    """A parsed MIG profile string ``[<C>c.]<G>g.<GB>gb[+attr|-attr]``."""
+
+    compute_slices: int
+    gi_slices: int
+    gb: int
+    suffix: str = ""
+
+    @property
+    def gi_name(self) -> str:
+        """Name of the GPU-instance profile, e.g. ``3g.40gb`` for ``1c.3g.40gb``."""
+        return f"{self.gi_slices}g.{self.gb}gb{self.suffix}"
+
+    @property
+    def name(self) -> str:
+        """Canonical name: the compute prefix only when the CI is smaller than its GI (NVIDIA's rule)."""
+        if self.compute_slices == self.gi_slices:
+            return self.gi_name
+        return f"{self.compute_slices}c.{self.gi_name}"
+
+
+def parse_profile_name(text: str) -> ProfileName:
+    """Parse a MIG profile string; raise :class:`ProfileSyntaxError` naming the string when it is malformed."""
+    if not isinstance(text, str):
+        raise ProfileSyntaxError(f"MIG profile {text!r} is not a string")
+    match = _PROFILE_RE.match(text)
+    if match is None:
+        raise ProfileSyntaxError(
+            f"malformed MIG profile '{text}'; expected [<C>c.]<G>g.<GB>gb[+attr], e.g. 3g.40gb or 1c.3g.40gb"
+        )
+    gi_slices = int(match.group("g"))
+    compute = int(match.group("c")) if match.group("c") else gi_slices
+    if compute < 1 or gi_slices < 1 or compute > gi_slices:
+        raise ProfileSyntaxError(f"malformed MIG profile '{text}'; need 1 <= C <= G")
+    attrs = match.group("attrs")
+    suffix = "{}{}".format(match.group("sign"), attrs) if attrs else ""
+    if attrs and (attrs.endswith(".") or ".," in attrs):
+        raise ProfileSyntaxError(f"malformed MIG profile '{text}'; attributes must not end with '.'")
+    return ProfileName(compute, gi_slices, int(match.group("gb")), suffix)
+
+
+@dataclass(frozen=True)
+class GiProfile:
+    """One GPU-instance profile of one GPU model."""
+
+    name: str
+    nvml_enum: int
+    profile_id: int
+    compute_slices: int
+    memory_slices: int
+    instance_count: int
+    memory_mib: int
+    starts: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        """Size of every placement on the memory-slice axis."""
+        return self.memory_slices
+
+    @property
+    def placements(self) -> list[tuple[int, int]]:
+        """``(start, size)`` pairs, as ``nvmlDeviceGetGpuInstancePossiblePlacements_v2`` reports them."""
+        return [(start, self.memory_slices) for start in self.starts]
+
+
+@dataclass(frozen=True)
+class CiProfile:
+    """A compute-instance profile inside a GPU instance of a given profile."""
+
+    name: str
+    nvml_enum: int
+    profile_id: int
+    compute_slices: int
+    instance_count: int
+    starts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A MIG-capable GPU model and its GPU-instance profile table."""
+
+    name: str
+    pci_device_ids: tuple[int, ...]
+    nvml_names: tuple[str, ...]
+    aliases: tuple[str, ...]
+    memory_mib: int
+    memory_slots: int
+    compute_slices: int
+    mode_change_requires_reset: bool
+    gi_profiles: tuple[GiProfile, ...]
+
+    def profile(self, name: str) -> GiProfile | None:
+        """The GI profile called ``name`` (canonical form), or None."""
+        for profile in self.gi_profiles:
+            if profile.name == name:
+                return profile
+        return None
+
+    def profile_by_id(self, profile_id: int) -> GiProfile | None:
+        """The GI profile whose NVML profile id (nvidia-smi's ID column) is ``profile_id``, or None."""
+        for profile in self.gi_profiles:
+            if profile.profile_id == profile_id:
+                return profile
+        return None
+
+    @property
+    def profile_names(self) -> list[str]:
+        """Names of every GI profile, in table order."""
+        return [profile.name for profile in self.gi_profiles]
+
+    def ci_profiles(self, gi: GiProfile) -> list[CiProfile]:
+        """Compute-instance profiles offered inside a GI: C <= G and not (C < G and 2C > G + 1) (go-nvlib)."""
+        result = []
+        gslices = gi.compute_slices
+        for cslices in sorted(CI_ENUM_BY_SLICES):
+            if cslices > gslices or (cslices < gslices and 2 * cslices > gslices + 1):
+                continue
+            name = gi.name if cslices == gslices else f"{cslices}c.{gi.name}"
+            enum = CI_ENUM_BY_SLICES[cslices]
+            step = 1 << (cslices - 1).bit_length()  # placements at multiples of the next power of two
+            starts = tuple(range(0, gslices - cslices + 1, step))
+            result.append(CiProfile(name, enum, enum, cslices, len(starts), starts))
+        return result
+
+    def pack_compute_instances(self, gi: GiProfile, cis: list[CiProfile]) -> list[int] | None:
+        """Starts (on the GI's compute-slice axis) for ``cis`` in the given order, or None when they cannot all
+        be placed: backtracking, lowest start first. Callers pass the largest CI first."""
+        starts: list[int] = []
+
+        def place(i: int, used: int) -> bool:
+            if i == len(cis):
+                return True
+            for start in cis[i].starts:
+                bits = ((1 << cis[i].compute_slices) - 1) << start
+                if not used & bits:
+                    starts.append(start)
+                    if place(i + 1, used | bits):
+                        return True
+                    starts.pop()
+            return False
+
+        return starts if place(0, 0) else None
+
+    def ci_profile_by_id(self, gi: GiProfile, profile_id: int) -> CiProfile | None:
+        """The CI profile inside ``gi`` with NVML CI profile id ``profile_id``, or None."""
+        for ci in self.ci_profiles(gi):
+            if ci.profile_id == profile_id:
+                return ci
+        return None
+
+
+def _model(name: str, pci: tuple[int, ...], nvml_names: tuple[str, ...], aliases: tuple[str, ...], memory_mib: int,
+           reset: bool, rows: list[tuple[str, int, int, int, int, int, int, tuple[int, ...]]]) -> GpuModel:
+    """Build a model; ``rows`` are (name, enum, id, compute slices, memory slices, count, MiB, starts)."""
+    profiles = tuple(GiProfile(*row) for row in rows)
+    slots = max(p.memory_slices for p in profiles)
+    return GpuModel(name=name, pci_device_ids=pci, nvml_names=nvml_names, aliases=aliases, memory_mib=memory_mib,
+                    memory_slots=slots, compute_slices=max(p.compute_slices for p in profiles),
+                    mode_change_requires_reset=reset, gi_profiles=profiles)
+
+
+_ALL_1G = (0, 1, 2, 3, 4, 5, 6)
+_EVEN = (0, 2, 4, 6)
+
+MODELS: tuple[GpuModel, ...] = (
+    # MIG User Guide "A100 MIG Profiles" table + `nvidia-smi mig -lgip/-lgipp` on A100-SXM4-40GB.
+    _model("A100-SXM4-40GB", (0x20B010DE,), ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"), (), 40536, True, [
+        ("1g.5gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 4864, _ALL_1G),
+        ("1g.5gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 4864, _ALL_1G),
+        ("1g.10gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 9856, _EVEN),
+        ("2g.10gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 9856, (0, 2, 4)),
+        ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 19968, (0, 4)),
+        ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 19968, (0,)),
+        ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 40192, (0,)),
+    ]),
+    # A100 80GB `-lgip` transcripts (driver 515 + a later one listing 1g.20gb); same placements as 40GB.
+    _model("A100-SXM4-80GB", (0x20B210DE,), ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"), (), 81920, True, [
+        ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9728, _ALL_1G),
+        ("1g.10gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 9728, _ALL_1G),
+        ("1g.20gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 19968, _EVEN),
+        ("2g.20gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 19968, (0, 2, 4)),
+        ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40192, (0, 4)),
+        ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40192, (0,)),
+        ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 80896, (0,)),
+    ]),
+    # MIG User Guide "A30 MIG Profiles" + `-lgipp` transcript: 4 memory slots, 4 compute slices.
+    _model("A30-24GB", (0x20B710DE,), ("NVIDIA A30", "A30"), ("A30",), 24576, True, [
+        ("1g.6gb", GI_ENUM_1_SLICE, 14, 1, 1, 4, 5952, (0, 1, 2, 3)),
+        ("1g.6gb+me", GI_ENUM_1_SLICE_REV1, 21, 1, 1, 1, 5952, (0, 1, 2, 3)),
+        ("2g.12gb", GI_ENUM_2_SLICE, 5, 2, 2, 2, 11968, (0, 2)),
+        ("2g.12gb+me", GI_ENUM_2_SLICE_REV1, 6, 2, 2, 1, 11968, (0, 2)),
+        ("4g.24gb", GI_ENUM_4_SLICE, 0, 4, 4, 1, 24000, (0,)),
+    ]),
+    # MIG User Guide "H100 MIG Profiles" + two H100 `-lgip/-lgipp` transcripts.
+    _model("H100-SXM5-80GB", (0x233010DE,), ("NVIDIA H100 80GB HBM3",), ("H100-80GB-HBM3",), 81559, False, [
+        ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9984, _ALL_1G),
+        ("1g.10gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 9984, _ALL_1G),
+        ("1g.20gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 20096, _EVEN),
+        ("2g.20gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 20096, (0, 2, 4)),
+        ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40448, (0, 4)),
+        ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40448, (0,)),
+        ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 81152, (0,)),
+    ]),
+    # MIG User Guide "H200 MIG Profiles"; ids and placements presumed equal to H100 (UNVERIFIED).
+    _model("H200-141GB", (0x233510DE,), ("NVIDIA H200",), ("H200", "H200-SXM5-141GB"), 143771, False, [
+        ("1g.18gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 16384, _ALL_1G),
+        ("1g.18gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 16384, _ALL_1G),
+        ("1g.35gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 32768, _EVEN),
+        ("2g.35gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 32768, (0, 2, 4)),
+        ("3g.71gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 65536, (0, 4)),
+        ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 65536, (0,)),
+        ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 131072, (0,)),
+    ]),
+)
+
+
+def _norm_name(text: str) -> str:
+    text = text.strip().upper()
+    if text.startswith("NVIDIA "):
+        text = text[len("NVIDIA "):]
+    return text
+
+
+_BY_KEY: dict[str, GpuModel] = {}
+_BY_PCI: dict[int, GpuModel] = {}
+for _m in MODELS:
+    for _key in (_m.name, *_m.nvml_names, *_m.aliases):
+        _BY_KEY[_norm_name(_key)] = _m
+    for _pci in _m.pci_device_ids:
+        _BY_PCI[_pci] = _m
+
+
+def known_model_names() -> list[str]:
+    """Names of every model in the table, sorted."""
+    return sorted(m.name for m in MODELS)
+
+
+def parse_pci_id(value: int | str | None) -> int | None:
+    """``0x20B010DE`` (any case, with or without ``0x``) or an int -> int; None stays None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"PCI device id {value!r} is not a number")
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text, 16) if not text.lower().startswith("0x") else int(text, 0)
+    except ValueError:
+        raise ValueError(f"PCI device id '{text}' is not hexadecimal like 0x20B010DE") from None
+
+
+def format_pci_id(value: int) -> str:
+    """Format a packed device+vendor id the way mig-parted does: ``0x20B010DE``."""
+    return f"0x{(value >> 16) & 0xFFFF:04X}{value & 0xFFFF:04X}"
+
+
+def find_model(model: str | None = None, name: str | None = None,
+               pci_device_id: int | str | None = None) -> GpuModel | None:
+    """Resolve a GPU to its table entry: by model key, then PCI device id, then NVML marketing name."""
+    if model and _norm_name(str(model)) in _BY_KEY:
+        return _BY_KEY[_norm_name(str(model))]
+    try:
+        pci = parse_pci_id(pci_device_id)
+    except ValueError:
+        pci = None
+    if pci is not None and pci in _BY_PCI:
+        return _BY_PCI[pci]
+    if name and _norm_name(str(name)) in _BY_KEY:
+        return _BY_KEY[_norm_name(str(name))]
+    return None
+
+
+def get_model(model: str | None = None, name: str | None = None,
+              pci_device_id: int | str | None = None) -> GpuModel:
+    """Like :func:`find_model` but raise :class:`UnknownModelError` with the known models listed."""
+    found = find_model(model, name, pci_device_id)
+    if found is None:
+        raise UnknownModelError(describe_unknown(model, name, pci_device_id))
+    return found
+
+
+def describe_unknown(model: str | None, name: str | None, pci_device_id: int | str | None) -> str:
+    """The message for a GPU that the table does not know."""
+    label = model or name or "?"
+    extra = ""
+    try:
+        pci = parse_pci_id(pci_device_id)
+    except ValueError:
+        pci = None
+    if pci is not None:
+        extra = f" (pci_device_id {format_pci_id(pci)})"
+    return "unknown GPU model '{}'{}; known: {}".format(label, extra, ", ".join(known_model_names()))
+
+
+def mig_memory_gb(total_mib: int, profile_mib: int) -> int:
+    """The GB figure in a profile name (go-nvlib getMigMemorySizeGB), with Go's round-half-away-from-zero."""
+    frac = profile_mib / total_mib
+    eighths = -(-frac * 8 // 1)  # ceil without float surprises for exact multiples
+    total_gb = -(-total_mib // 1024)
+    return int(eighths / 8 * total_gb + 0.5)
