@@ -1,0 +1,1 @@
+"""The simulated NVIDIA driver stack (see docs/simulator.md)."""

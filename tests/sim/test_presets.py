@@ -1,0 +1,80 @@
+"""Fleet presets -> schema-1 state documents."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+
+from gpufleet.sim.models import load_model, pci_ids
+from gpufleet.sim.presets import UnknownPresetError, build_state, list_presets, mig_device_uuid
+
+UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+EXPECTED = [  # preset, GPU count, model, NVSwitch count
+    ("8xH100-NVSwitch", 8, "H100-SXM5-80GB", 4),
+    ("8xA100", 8, "A100-SXM4-80GB", 0),
+    ("4xA30", 4, "A30-24GB", 0),
+    ("2xL40S", 2, "L40S", 0),
+    ("1xH200", 1, "H200-141GB", 0),
+    ("2xA100-40GB", 2, "A100-SXM4-40GB", 0),
+    ("1xT4", 1, "T4", 0),
+]
+
+
+def test_list_presets() -> None:
+    assert list_presets() == [e[0] for e in EXPECTED]
+
+
+@pytest.mark.parametrize(("preset", "count", "model_name", "nvswitches"), EXPECTED)
+def test_preset_document(preset: str, count: int, model_name: str, nvswitches: int) -> None:
+    doc = build_state(preset, "host-a")
+    model = load_model(model_name)
+    assert (doc["schema"], doc["require_root"], doc["event_seq"], doc["clients"], doc["inject"]) == (1, True, 0, [],
+                                                                                                   {})
+    assert len(doc["gpus"]) == count
+    if nvswitches:
+        assert doc["nvswitch"] == {"count": nvswitches, "fabric_manager_required": True}
+    else:
+        assert "nvswitch" not in doc
+    buses = [g["pci"]["bus"] for g in doc["gpus"]]
+    assert buses == sorted(set(buses))
+    for i, gpu in enumerate(doc["gpus"]):
+        assert (gpu["index"], gpu["minor_number"], gpu["model"], gpu["name"]) == (i, i, model_name, model["name"])
+        assert UUID_RE.match(gpu["uuid"])
+        assert re.fullmatch(r"\d{13}", gpu["serial"])
+        assert gpu["pci"]["bus_id"] == f"00000000:{gpu['pci']['bus']:02X}:00.0"
+        assert (gpu["pci"]["pci_device_id"], gpu["pci"]["pci_subsystem_id"]) == pci_ids(model)
+        assert (gpu["persistence_mode"], gpu["compute_mode"], gpu["lost"]) == (0, 0, False)
+        assert (gpu["mig"]["current"], gpu["mig"]["pending"], gpu["mig"]["gpu_instances"]) == (0, 0, [])
+        assert gpu["mig"]["gi_profiles"] == model["mig"]["gi_profiles"]
+        assert gpu["mig"]["ci_profiles"] == model["mig"]["ci_profiles"]
+        assert len(gpu["nvlink"]["links"]) == model["nvlink"]["links"]
+        assert (gpu["processes"], gpu["events"], gpu["inject"]) == ([], [], {})
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_same_seed_same_document_other_seed_other_identity() -> None:
+    a1, a2, b = (build_state("8xA100", s) for s in ("node-a", "node-a", "node-b"))
+    assert a1 == a2
+    for key in ("uuid", "serial"):
+        assert {g[key] for g in a1["gpus"]}.isdisjoint({g[key] for g in b["gpus"]})
+    assert [g["pci"]["bus"] for g in a1["gpus"]] != [g["pci"]["bus"] for g in b["gpus"]]
+    assert len({g["uuid"] for g in a1["gpus"]}) == 8
+    assert len({g["serial"] for g in a1["gpus"]}) == 8
+
+
+def test_unknown_preset_message() -> None:
+    with pytest.raises(UnknownPresetError) as info:
+        build_state("16xB200", "x")
+    assert str(info.value) == ("unknown preset '16xB200'; known presets: 8xH100-NVSwitch, 8xA100, 4xA30, 2xL40S, "
+                               "1xH200, 2xA100-40GB, 1xT4")
+
+
+def test_mig_device_uuid_is_uuid5_of_the_gpu_uuid() -> None:
+    gpu = "GPU-5b3a6c1e-0000-4000-8000-000000000001"
+    expected = "MIG-" + str(uuid.uuid5(uuid.UUID(gpu[4:]), "7/0"))
+    assert mig_device_uuid(gpu, 7, 0) == expected
+    assert mig_device_uuid(gpu, 7, 1) != expected
