@@ -1,0 +1,310 @@
+"""Simulated ``nvidia-smi``: NVIDIA's options, output formats and exit codes, on top of libnvidia-ml through pynvml.
+
+Everything NVML offers goes through the library (so the MIG rules exist once, in C). GPU reset is hardware, not
+NVML: it goes through ``hardware.py`` under the state file's lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import hardware, store
+from . import _common, smi_mig, smi_query, smi_report
+from ._common import ToolError
+from .smi_common import Gpu, Smi
+
+BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
+COMPUTE_MODE_ARGS = {"0": 0, "DEFAULT": 0, "1": 1, "EXCLUSIVE_THREAD": 1, "2": 2, "PROHIBITED": 2,
+                     "3": 3, "EXCLUSIVE_PROCESS": 3}
+COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+RESET_BUSY_NOTE = ("{n} device is currently being used by one or more other processes (e.g., Fabric Manager, "
+                   "CUDA application, graphics application such as an X server, or a monitoring application such "
+                   "as another instance of nvidia-smi). Please first kill all processes using this device and all "
+                   "compute applications running in the system.")
+MIG_PENDING_NOTE = ("{bus} is currently being used by one or more other processes (e.g. CUDA application or a "
+                    "monitoring application such as another instance of nvidia-smi). Please first kill all "
+                    "processes using the device and retry the command or reboot the system to make MIG mode "
+                    "effective.")
+USAGE = """NVIDIA System Management Interface -- v{version}
+
+NVSMI provides monitoring information for Tesla and select Quadro devices.
+The data is presented in either a plain text or an XML format, via stdout or a file.
+
+    nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
+
+    -h,   --help                Print usage information and exit.
+    -L,   --list-gpus           Display a list of GPUs connected to the system.
+    -q,   --query               Display GPU or Unit info.
+    -i,   --id=                 Target a specific GPU.
+    --query-gpu=                Information about GPU. Call --help-query-gpu for more info.
+    --query-remapped-rows=      Information about remapped rows.
+    --format=                   csv[,noheader][,nounits]
+    -pm,  --persistence-mode=   Set persistence mode: 0/DISABLED, 1/ENABLED
+    -c,   --compute-mode=       Set MODE for compute applications: 0/DEFAULT, 2/PROHIBITED, 3/EXCLUSIVE_PROCESS
+    -r,   --gpu-reset           Trigger reset of the GPU.
+    -mig, --multi-instance-gpu= Enable or disable Multi Instance GPU: 0/DISABLED, 1/ENABLED
+    mig                         Multi Instance GPU management.
+    topo                        Display topological information about the system.
+    nvlink                      Display NvLink information.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="nvidia-smi", add_help=False, allow_abbrev=False)
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("--version", action="store_true")
+    p.add_argument("-L", "--list-gpus", action="store_true")
+    p.add_argument("-q", "--query", action="store_true")
+    p.add_argument("-d", "--display")
+    p.add_argument("-x", "--xml-format", action="store_true")
+    p.add_argument("-i", "--id", dest="gpu")
+    p.add_argument("--query-gpu")
+    p.add_argument("--query-remapped-rows")
+    p.add_argument("--format")
+    p.add_argument("-pm", "--persistence-mode")
+    p.add_argument("-c", "--compute-mode")
+    p.add_argument("-r", "--gpu-reset", action="store_true")
+    p.add_argument("-mig", "--multi-instance-gpu")
+    return p
+
+
+def main(argv: list[str] | None = None, version: str | None = None) -> int:
+    """Entry point of ``nvidia-smi`` (the version comes from the library, like the real tool's)."""
+    return _common.run_main(_run, argv)
+
+
+def _run(argv: list[str]) -> int:
+    if argv and argv[0] in ("mig", "topo", "nvlink"):
+        sub = {"mig": smi_mig.main, "topo": _topo, "nvlink": _nvlink}[argv[0]]
+        return int(sub(argv[1:]))
+    args = _parser().parse_args(argv)
+    if args.help:
+        print(USAGE.format(version=_safe_version()))
+        return _common.EXIT_OK
+    smi = Smi()
+    if args.version:
+        version = smi.driver_version()
+        print(f"NVIDIA-SMI version  : {version}\nNVML version        : {'.'.join(version.split('.')[:2])}\n"
+              f"DRIVER version      : {version}\nCUDA Version        : {smi.cuda_version()}")
+        return _common.EXIT_OK
+    if args.gpu_reset:
+        return _reset(smi, args.gpu)
+    gpus = smi.select(args.gpu)
+    if args.persistence_mode is not None:
+        return _set_persistence(smi, gpus, args.persistence_mode)
+    if args.compute_mode is not None:
+        return _set_compute_mode(smi, gpus, args.compute_mode)
+    if args.multi_instance_gpu is not None:
+        return _set_mig(smi, gpus, args.multi_instance_gpu)
+    if args.query_gpu is not None:
+        print(smi_query.query_gpu(smi, gpus, args.query_gpu, args.format))
+        return _common.EXIT_OK
+    if args.query_remapped_rows is not None:
+        print(smi_query.query_remapped_rows(smi, gpus, args.query_remapped_rows, args.format))
+        return _common.EXIT_OK
+    if args.list_gpus:
+        print(smi_report.list_gpus(smi, gpus))
+        return _common.EXIT_OK
+    if args.query:
+        print(smi_report.query(smi, gpus), end="")
+        return _common.EXIT_OK
+    print(smi_report.summary(smi, gpus))
+    return _common.EXIT_OK
+
+
+def _safe_version() -> str:
+    try:
+        return Smi().driver_version()
+    except ToolError:
+        return "N/A"
+
+
+def _apply(smi: Smi, gpus: list[Gpu], action: str, func: object, *args: object) -> int | None:
+    """Run a setter on each GPU; print NVIDIA's failure lines. Return an exit status when it must stop."""
+    nv = smi.nvml
+    for gpu in gpus:
+        try:
+            func(gpu, *args)  # type: ignore[operator]
+        except nv.NVMLError_NotSupported:
+            print(f"Unable to {action} for GPU {gpu.bus_id}: Not Supported\nTreating as warning and moving on.")
+        except nv.NVMLError as exc:
+            print(f"Unable to {action} for GPU {gpu.bus_id}: {exc}\nTerminating early due to previous errors.")
+            return _common.exit_status_for(exc.value)
+    return None
+
+
+def _set_persistence(smi: Smi, gpus: list[Gpu], value: str) -> int:
+    nv = smi.nvml
+    mode = {"0": 0, "DISABLED": 0, "1": 1, "ENABLED": 1}.get(value.upper())
+    if mode is None:
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+    word = "Enabled" if mode else "Disabled"
+
+    def one(gpu: Gpu) -> None:
+        if int(nv.nvmlDeviceGetPersistenceMode(gpu.handle)) == mode:
+            print(f"Persistence mode is already {word} for GPU {gpu.bus_id}.")
+            return
+        nv.nvmlDeviceSetPersistenceMode(gpu.handle, mode)
+        print(f"{word} Legacy persistence mode for GPU {gpu.bus_id}.")
+
+    status = _apply(smi, gpus, f"set persistence mode to {word.lower()}", one)
+    if status is not None:
+        return status
+    print("All done.")
+    return _common.EXIT_OK
+
+
+def _set_compute_mode(smi: Smi, gpus: list[Gpu], value: str) -> int:
+    nv = smi.nvml
+    mode = COMPUTE_MODE_ARGS.get(value.upper())
+    if mode is None or mode == 1:
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+    name = COMPUTE_MODE_NAMES[mode]
+
+    def one(gpu: Gpu) -> None:
+        if int(nv.nvmlDeviceGetComputeMode(gpu.handle)) == mode:
+            print(f"Compute mode is already set to {name} for GPU {gpu.bus_id}.")
+            return
+        nv.nvmlDeviceSetComputeMode(gpu.handle, mode)
+        print(f"Set compute mode to {name} for GPU {gpu.bus_id}.")
+
+    status = _apply(smi, gpus, f"set compute mode to {name}", one)
+    if status is not None:
+        return status
+    print("All done.")
+    return _common.EXIT_OK
+
+
+def _set_mig(smi: Smi, gpus: list[Gpu], value: str) -> int:
+    nv = smi.nvml
+    mode = {"0": 0, "DISABLED": 0, "1": 1, "ENABLED": 1}.get(value.upper())
+    if mode is None:
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+    verb = "enable" if mode else "disable"
+
+    def one(gpu: Gpu) -> None:
+        activation = int(nv.nvmlDeviceSetMigMode(gpu.handle, mode))
+        if activation == nv.NVML_SUCCESS:
+            print(f"{verb.capitalize()}d MIG Mode for GPU {gpu.bus_id}")
+            return
+        reason = nv.nvmlErrorString(activation)
+        reason = reason.decode() if isinstance(reason, bytes) else str(reason)
+        print(f"Warning: MIG mode is in pending {verb} state for GPU {gpu.bus_id}:{reason}")
+        print(MIG_PENDING_NOTE.format(bus=gpu.bus_id))
+
+    status = _apply(smi, gpus, f"{verb} MIG Mode", one)
+    if status is not None:
+        return status
+    print("All done.")
+    return _common.EXIT_OK
+
+
+def _reset(smi: Smi, ident: str | None) -> int:
+    gpus = smi.select(ident)
+    bus_ids = [g.bus_id for g in gpus]
+    if os.geteuid() != 0 and _require_root():
+        print("The following GPUs could not be reset:")
+        for bus in bus_ids:
+            print(f"  GPU {bus}: Insufficient Permissions")
+        return _common.EXIT_NO_PERMISSION
+    try:
+        done = hardware.reset(",".join(bus_ids))
+    except hardware.ResetRefusedAll as exc:
+        print("The following GPUs could not be reset:")
+        for refusal in exc.refusals:
+            print(f"  GPU {refusal.bus_id}: {refusal.reason}")
+        busy = sum(1 for r in exc.refusals if r.reason == hardware.IN_USE_REASON)
+        if busy:
+            print()
+            print(RESET_BUSY_NOTE.format(n=busy))
+        lost = any(r.reason == hardware.LOST_REASON for r in exc.refusals)
+        return _common.EXIT_GPU_IS_LOST if lost and not busy else _common.EXIT_OTHER
+    except PermissionError:
+        print("The following GPUs could not be reset:")
+        for bus in bus_ids:
+            print(f"  GPU {bus}: Insufficient Permissions")
+        return _common.EXIT_NO_PERMISSION
+    for bus in done:
+        print(f"GPU {bus} was successfully reset.")
+    print("All done.")
+    return _common.EXIT_OK
+
+
+def _require_root() -> bool:
+    try:
+        return bool(store.load().get("require_root", True))
+    except store.StateError:
+        return True
+
+
+def _topo(argv: list[str]) -> int:
+    if argv not in (["-m"], ["--matrix"]):
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+    smi = Smi()
+    gpus = smi.select(None)
+    links = {g.index: _nvlinks(smi, g) for g in gpus}
+    cpus = os.cpu_count() or 1
+    header = "\t" + "\t".join(f"GPU{g.index}" for g in gpus) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    lines = [header]
+    for a in gpus:
+        cells = []
+        for b in gpus:
+            if a.index == b.index:
+                cells.append(" X ")
+            else:
+                up = min(sum(links[a.index]), sum(links[b.index]))
+                cells.append(f"NV{up}" if up else "SYS")
+        lines.append(f"GPU{a.index}\t" + "\t".join(cells) + f"\t0-{cpus - 1}\t0\t\tN/A")
+    lines += ["", "Legend:", "",
+              "  X    = Self",
+              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a "
+              "NUMA node",
+              "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+              "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+              "  PIX  = Connection traversing at most a single PCIe bridge",
+              "  NV#  = Connection traversing a bonded set of # NVLinks"]
+    print("\n".join(lines))
+    return _common.EXIT_OK
+
+
+def _nvlinks(smi: Smi, gpu: Gpu) -> list[int]:
+    """State (1 up / 0 down) of each NVLink of a GPU, by asking NVML link by link."""
+    nv = smi.nvml
+    states = []
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            states.append(int(nv.nvmlDeviceGetNvLinkState(gpu.handle, link)))
+        except (nv.NVMLError_InvalidArgument, nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
+            break
+    return states
+
+
+def _nvlink(argv: list[str]) -> int:
+    parser = _Parser(prog="nvidia-smi nvlink", add_help=False, allow_abbrev=False)
+    parser.add_argument("-s", "--status", action="store_true")
+    parser.add_argument("-i", "--id", dest="gpu")
+    args = parser.parse_args(argv)
+    if not args.status:
+        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
+    smi = Smi()
+    nv = smi.nvml
+    speeds = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}
+    for gpu in smi.select(args.gpu):
+        name = _common.text(nv.nvmlDeviceGetName(gpu.handle))
+        print(f"GPU {gpu.index}: {name} (UUID: {_common.text(nv.nvmlDeviceGetUUID(gpu.handle))})")
+        version = smi.call(nv.nvmlDeviceGetNvLinkVersion, gpu.handle, 0, default=4)
+        for link, up in enumerate(_nvlinks(smi, gpu)):
+            print(f"\t Link {link}: {speeds.get(int(version), '25 GB/s') if up else '<inactive>'}")
+    return _common.EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

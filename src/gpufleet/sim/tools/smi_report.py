@@ -1,0 +1,285 @@
+"""nvidia-smi's human reports: ``-q`` (the NVSMI LOG), ``-L``, and the default summary table."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import _common
+from .smi_common import NA, Gpu, Smi, ci_name, on_off, profile_name
+from .smi_query import ARCHITECTURES, COMPUTE_MODES, EVENT_REASONS, FIELDS
+
+KEY_WIDTH = 42
+
+
+def _line(level: int, key: str, value: Any = None) -> str:
+    label = "    " * level + key
+    if value is None:
+        return label
+    shown = "N/A" if value == NA else _common.text(value)
+    return f"{label:<{KEY_WIDTH}}: {shown}"
+
+
+def _mib(value: int) -> int:
+    return int(value) // (1024 * 1024)
+
+
+def list_gpus(smi: Smi, gpus: list[Gpu]) -> str:
+    """``nvidia-smi -L``: one line per GPU, then one indented line per MIG device."""
+    nv = smi.nvml
+    lines = []
+    for gpu in gpus:
+        name = _common.text(nv.nvmlDeviceGetName(gpu.handle))
+        uuid = _common.text(nv.nvmlDeviceGetUUID(gpu.handle))
+        lines.append(f"GPU {gpu.index}: {name} (UUID: {uuid})")
+        lines.extend(_mig_device_lines(smi, gpu))
+    return "\n".join(lines)
+
+
+def _mig_device_lines(smi: Smi, gpu: Gpu) -> list[str]:
+    nv = smi.nvml
+    mode = smi.mig_mode(gpu.handle)
+    if not mode or not mode[0]:
+        return []
+    names = {}
+    for gi_prof, gi, gi_info in smi.gpu_instances(gpu.handle):
+        for ci_prof, ci_info in smi.compute_instances(gi):
+            names[(int(gi_info.id), int(ci_info.id))] = ci_name(ci_prof, gi_prof)
+    lines = []
+    for idx in range(int(smi.call(nv.nvmlDeviceGetMaxMigDeviceCount, gpu.handle, default=0))):
+        try:
+            mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(gpu.handle, idx)
+        except nv.NVMLError_NotFound:
+            break
+        uuid = _common.text(nv.nvmlDeviceGetUUID(mig))
+        key = (int(nv.nvmlDeviceGetGpuInstanceId(mig)), int(nv.nvmlDeviceGetComputeInstanceId(mig)))
+        lines.append(f"  MIG {names.get(key, '?'):<11} Device {idx:>2}: (UUID: {uuid})")
+    return lines
+
+
+def _field(smi: Smi, gpu: Gpu, name: str) -> Any:
+    return FIELDS[name][1](smi, gpu)
+
+
+def query(smi: Smi, gpus: list[Gpu]) -> str:
+    """``nvidia-smi -q``: the common sections of NVIDIA's report."""
+    out = ["", "==============NVSMI LOG==============", "",
+           _line(0, "Timestamp", time.strftime("%a %b %d %H:%M:%S %Y")),
+           _line(0, "Driver Version", smi.driver_version()),
+           _line(0, "CUDA Version", smi.cuda_version()), "",
+           _line(0, "Attached GPUs", smi.count())]
+    for gpu in gpus:
+        out.extend(_gpu_section(smi, gpu))
+    return "\n".join(out) + "\n"
+
+
+def _gpu_section(smi: Smi, gpu: Gpu) -> list[str]:
+    nv, h = smi.nvml, gpu.handle
+    arch = smi.call(nv.nvmlDeviceGetArchitecture, h)
+    mig = smi.mig_mode(h)
+    pci = nv.nvmlDeviceGetPciInfo(h)
+    out = [f"GPU {gpu.bus_id}",
+           _line(1, "Product Name", _field(smi, gpu, "name")),
+           _line(1, "Product Brand", "NVIDIA"),
+           _line(1, "Product Architecture", ARCHITECTURES.get(arch, NA) if arch != NA else NA),
+           _line(1, "Display Mode", "Disabled"),
+           _line(1, "Display Active", "Disabled"),
+           _line(1, "Persistence Mode", _field(smi, gpu, "persistence_mode")),
+           _line(1, "MIG Mode"),
+           _line(2, "Current", on_off(mig[0]) if mig else NA),
+           _line(2, "Pending", on_off(mig[1]) if mig else NA),
+           _line(1, "Accounting Mode", "Disabled"),
+           _line(1, "Serial Number", _field(smi, gpu, "serial")),
+           _line(1, "GPU UUID", _field(smi, gpu, "uuid")),
+           _line(1, "Minor Number", smi.call(nv.nvmlDeviceGetMinorNumber, h)),
+           _line(1, "VBIOS Version", _field(smi, gpu, "vbios_version")),
+           _line(1, "MultiGPU Board", "No"),
+           _line(1, "GPU Part Number", _common.text(smi.call(nv.nvmlDeviceGetBoardPartNumber, h))),
+           _line(1, "Inforom Version"),
+           _line(2, "Image Version", _field(smi, gpu, "inforom.img")),
+           _line(1, "PCI"),
+           _line(2, "Bus", f"0x{pci.bus:02X}"),
+           _line(2, "Device", f"0x{pci.device:02X}"),
+           _line(2, "Domain", f"0x{pci.domain:04X}"),
+           _line(2, "Device Id", f"0x{pci.pciDeviceId:08X}"),
+           _line(2, "Bus Id", gpu.bus_id),
+           _line(2, "Sub System Id", f"0x{pci.pciSubSystemId:08X}"),
+           _line(2, "GPU Link Info"),
+           _line(3, "PCIe Generation"),
+           _line(4, "Max", _field(smi, gpu, "pcie.link.gen.max")),
+           _line(4, "Current", _field(smi, gpu, "pcie.link.gen.current")),
+           _line(4, "Device Current", _field(smi, gpu, "pcie.link.gen.current")),
+           _line(4, "Device Max", _field(smi, gpu, "pcie.link.gen.gpumax")),
+           _line(3, "Link Width"),
+           _line(4, "Max", f"{_field(smi, gpu, 'pcie.link.width.max')}x"),
+           _line(4, "Current", f"{_field(smi, gpu, 'pcie.link.width.current')}x"),
+           _line(1, "Performance State", _field(smi, gpu, "pstate"))]
+    reasons = _field(smi, gpu, "clocks_event_reasons.active")
+    out.append(_line(1, "Clocks Event Reasons"))
+    for bit, label, level, _suffix in EVENT_REASONS:
+        active = NA if reasons == NA else ("Active" if int(reasons, 16) & bit else "Not Active")
+        out.append(_line(2 + level, label, active))
+    mem = nv.nvmlDeviceGetMemoryInfo(h)
+    reserved = _field(smi, gpu, "memory.reserved")
+    out += [_line(1, "FB Memory Usage"),
+            _line(2, "Total", f"{_mib(mem.total)} MiB"),
+            _line(2, "Reserved", NA if reserved == NA else f"{reserved} MiB"),
+            _line(2, "Used", f"{_mib(mem.used)} MiB"),
+            _line(2, "Free", f"{_mib(mem.free)} MiB"),
+            _line(1, "Compute Mode", COMPUTE_MODES.get(smi.call(nv.nvmlDeviceGetComputeMode, h), NA)),
+            _line(1, "Utilization"),
+            _line(2, "Gpu", f"{_field(smi, gpu, 'utilization.gpu')} %"),
+            _line(2, "Memory", f"{_field(smi, gpu, 'utilization.memory')} %"),
+            _line(1, "ECC Mode"),
+            _line(2, "Current", _field(smi, gpu, "ecc.mode.current")),
+            _line(2, "Pending", _field(smi, gpu, "ecc.mode.pending")),
+            _line(1, "ECC Errors")]
+    for counter in ("volatile", "aggregate"):
+        out += [_line(2, counter.capitalize()),
+                _line(3, "SRAM Correctable", _field(smi, gpu, f"ecc.errors.corrected.{counter}.sram")),
+                _line(3, "SRAM Uncorrectable", _field(smi, gpu, f"ecc.errors.uncorrected.{counter}.sram")),
+                _line(3, "DRAM Correctable", _field(smi, gpu, f"ecc.errors.corrected.{counter}.dram")),
+                _line(3, "DRAM Uncorrectable", _field(smi, gpu, f"ecc.errors.uncorrected.{counter}.dram"))]
+    out += _remapped_rows(smi, gpu)
+    out += [_line(1, "Temperature"),
+            _line(2, "GPU Current Temp", _temp(_field(smi, gpu, "temperature.gpu"))),
+            _line(2, "GPU Shutdown Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 0))),
+            _line(2, "GPU Slowdown Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 1))),
+            _line(2, "GPU Max Operating Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 3))),
+            _line(2, "Memory Max Operating Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 2))),
+            _line(1, "GPU Power Readings"),
+            _line(2, "Power Draw", _watts(_field(smi, gpu, "power.draw"))),
+            _line(2, "Current Power Limit", _watts(_field(smi, gpu, "enforced.power.limit"))),
+            _line(2, "Requested Power Limit", _watts(_field(smi, gpu, "power.limit"))),
+            _line(1, "Clocks"),
+            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.gr"))),
+            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.sm"))),
+            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.mem"))),
+            _line(2, "Video", _mhz(_field(smi, gpu, "clocks.video"))),
+            _line(1, "Max Clocks"),
+            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.max.gr"))),
+            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.max.sm"))),
+            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.max.mem")))]
+    out += _processes(smi, gpu)
+    return out
+
+
+def _temp(value: Any) -> Any:
+    return NA if value == NA else f"{value} C"
+
+
+def _watts(value: Any) -> Any:
+    return NA if value == NA else f"{value} W"
+
+
+def _mhz(value: Any) -> Any:
+    return NA if value == NA else f"{value} MHz"
+
+
+def _remapped_rows(smi: Smi, gpu: Gpu) -> list[str]:
+    nv = smi.nvml
+    rows = smi.call(nv.nvmlDeviceGetRemappedRows, gpu.handle)
+    if rows == NA:
+        return [_line(1, "Remapped Rows", NA)]
+    corr, unc, pending, failure = (int(v) for v in rows)
+    out = [_line(1, "Remapped Rows"),
+           _line(2, "Correctable Error", corr),
+           _line(2, "Uncorrectable Error", unc),
+           _line(2, "Pending", "Yes" if pending else "No"),
+           _line(2, "Remapping Failure Occurred", "Yes" if failure else "No")]
+    hist = smi.call(nv.nvmlDeviceGetRowRemapperHistogram, gpu.handle)
+    if hist != NA:
+        out.append(_line(2, "Bank Remap Availability Histogram"))
+        for label, attr in (("Max", "max"), ("High", "high"), ("Partial", "partial"), ("Low", "low"),
+                            ("None", "none")):
+            out.append(_line(3, label, f"{getattr(hist, attr)} bank(s)"))
+    return out
+
+
+def _processes(smi: Smi, gpu: Gpu) -> list[str]:
+    procs = process_rows(smi, gpu)
+    if not procs:
+        return [_line(1, "Processes", "None")]
+    out = [_line(1, "Processes")]
+    for pid, name, used, gi, ci in procs:
+        out += [_line(2, "GPU instance ID", gi), _line(2, "Compute instance ID", ci),
+                _line(2, "Process ID", pid), _line(3, "Type", "C"), _line(3, "Name", name),
+                _line(3, "Used GPU Memory", f"{used} MiB")]
+    return out
+
+
+def process_rows(smi: Smi, gpu: Gpu) -> list[tuple[int, str, Any, Any, Any]]:
+    """(pid, name, used MiB, GI id, CI id) of the compute processes on a GPU."""
+    nv = smi.nvml
+    procs = smi.call(nv.nvmlDeviceGetComputeRunningProcesses, gpu.handle, default=[])
+    rows = []
+    for proc in procs:
+        gi = getattr(proc, "gpuInstanceId", 0xFFFFFFFF)
+        ci = getattr(proc, "computeInstanceId", 0xFFFFFFFF)
+        used = NA if proc.usedGpuMemory is None else _mib(proc.usedGpuMemory)
+        rows.append((int(proc.pid), _proc_name(int(proc.pid)), used,
+                     NA if gi in (None, 0xFFFFFFFF) else gi, NA if ci in (None, 0xFFFFFFFF) else ci))
+    return rows
+
+
+def _proc_name(pid: int) -> str:
+    """Name of a process: the simulated state's name, else /proc, else N/A."""
+    from .. import store
+
+    try:
+        for gpu in store.load().get("gpus", []):
+            for proc in gpu.get("processes", []):
+                if int(proc.get("pid", -1)) == pid:
+                    return str(proc.get("name", NA))
+    except store.StateError:
+        pass
+    return NA
+
+
+def summary(smi: Smi, gpus: list[Gpu]) -> str:
+    """The default ``nvidia-smi`` table (shortened to the columns scripts look at)."""
+    bar = "+-----------------------------------------------------------------------------------------+"
+    out = [time.strftime("%a %b %d %H:%M:%S %Y"), bar,
+           f"| NVIDIA-SMI {smi.driver_version():<22} Driver Version: {smi.driver_version():<15}"
+           f" CUDA Version: {smi.cuda_version():<8}|",
+           "|-----------------------------------------+------------------------+----------------------+",
+           "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+           "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+           "|                                         |                        |               MIG M. |",
+           "|=========================================+========================+======================|"]
+    for gpu in gpus:
+        name = str(_field(smi, gpu, "name"))[:24]
+        pm = "On" if _field(smi, gpu, "persistence_mode") == "Enabled" else "Off"
+        ecc = _field(smi, gpu, "ecc.errors.uncorrected.volatile.total")
+        temp, pstate = _field(smi, gpu, "temperature.gpu"), _field(smi, gpu, "pstate")
+        draw, cap = _field(smi, gpu, "power.draw"), _field(smi, gpu, "enforced.power.limit")
+        power = f"{float(draw):.0f}W / {float(cap):.0f}W" if NA not in (draw, cap) else "N/A / N/A"
+        used, total = _field(smi, gpu, "memory.used"), _field(smi, gpu, "memory.total")
+        util = _field(smi, gpu, "utilization.gpu")
+        mode = _field(smi, gpu, "compute_mode")
+        mig = _field(smi, gpu, "mig.mode.current")
+        out += [f"| {gpu.index:>3}  {name:<24} {pm:>9} | {gpu.bus_id} {'Off':>5} | {ecc!s:>20} |",
+                f"| N/A  {temp!s:>3}C  {pstate:<6}{power:>22} | {f'{used}MiB / {total}MiB':>22} |"
+                f" {f'{util}%':>8} {mode:>11} |",
+                f"|{'':41}|{'':24}| {mig:>20} |", bar]
+    out += ["", bar, "| Processes:                                                                              |",
+            "|" + "  GPU   GI   CI              PID   Type   Process name".ljust(77) + "GPU Memory |",
+            "|" + "        ID   ID".ljust(77) + "Usage      |",
+            "|=========================================================================================|"]
+    rows = [(g.index, r) for g in gpus for r in process_rows(smi, g)]
+    if not rows:
+        out.append("|  No running processes found                                                             |")
+    for index, (pid, name, used, gi, ci) in rows:
+        out.append(f"| {index:>4} {gi!s:>4} {ci!s:>4} {pid:>16} {'C':>6}   {name:<35} {f'{used}MiB':>10} |")
+    out.append(bar)
+    return "\n".join(_fit(line, len(bar)) for line in out)
+
+
+def _fit(line: str, width: int) -> str:
+    """Pad or trim a one-cell table line (``| ... |``) to the table width."""
+    if line.startswith("|") and line.endswith("|") and len(line) != width and line.count("|") == 2:
+        return "|" + line[1:-1].rstrip().ljust(width - 2)[: width - 2] + "|"
+    return line
+
+
+__all__ = ["list_gpus", "process_rows", "profile_name", "query", "summary"]
