@@ -1,0 +1,223 @@
+"""Start and stop throw-away systemd hosts, each with a simulated GPU preset.
+
+A host is a podman container from :data:`gpufleet.lab.image.IMAGE` running ``/sbin/init`` on the host network
+(never ``--privileged``). Before it boots it receives its simulated hardware: the preset's state document at
+``/var/lib/nvidia-sim/state.json`` (0644 root, directory 0755) and a read-only fake PCI tree mounted over
+``/sys/bus/pci/devices``. Each host owns one loopback address ``127.0.N.1`` for services it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.lab.image import IMAGE
+from gpufleet.lab.pcitree import write_pci_tree
+from gpufleet.lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, PodmanError, build_dir, podman
+
+LOG = logging.getLogger(__name__)
+
+STATE_DIR = "/var/lib/nvidia-sim"
+PCI_MOUNT = "/sys/bus/pci/devices"
+LABEL_PRESET = "gpufleet.preset"
+LABEL_LOOPBACK = "gpufleet.loopback"
+LABEL_FLEET = "gpufleet.fleet"
+MAX_LOOPBACK = 254
+BOOT_STATES = ("running", "degraded")
+
+
+class HostError(RuntimeError):
+    """A host could not be started or did not boot; the message says which and why."""
+
+
+def loopback_address(number: int) -> str:
+    """Return the loopback address of host number ``number`` (1-254): ``127.0.N.1``."""
+    if not 1 <= number <= MAX_LOOPBACK:
+        raise ValueError(f"host number {number} is out of range: use 1 to {MAX_LOOPBACK}")
+    return f"127.0.{number}.1"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """What a host is: its name, simulated GPU preset and loopback address."""
+
+    name: str
+    preset: str
+    loopback: str
+    owner: str = LAB_OWNER
+    fleet: str = ""
+    #: The state document; built from ``preset`` with the simulator's presets when ``None``.
+    state: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def labels(self) -> dict[str, str]:
+        """Return the podman labels the container carries."""
+        labels = {OWNER_LABEL: self.owner, LABEL_PRESET: self.preset, LABEL_LOOPBACK: self.loopback}
+        if self.fleet:
+            labels[LABEL_FLEET] = self.fleet
+        return labels
+
+
+@dataclass
+class Host:
+    """A started host."""
+
+    spec: HostSpec
+    gpus: int
+    pci_devices: list[str]
+    boot_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The container (and host) name."""
+        return self.spec.name
+
+
+def preset_state(preset: str, host_seed: str) -> dict[str, Any]:
+    """Build the state document of ``preset`` with the simulator (seeded by the host name)."""
+    from gpufleet.sim.presets import build_state  # imported late: hosts with explicit states need no simulator
+
+    return build_state(preset, host_seed)
+
+
+def host_files_dir(name: str) -> Path:
+    """Return the folder under ``build/lab/hosts`` that holds a host's state and PCI tree."""
+    return build_dir() / "hosts" / name
+
+
+def prepare_files(spec: HostSpec, state_factory: Callable[[str, str], Mapping[str, Any]] = preset_state
+                  ) -> tuple[Path, Path, Mapping[str, Any]]:
+    """Write the host's ``nvidia-sim/state.json`` and ``pci/`` tree; return (state dir, pci dir, state)."""
+    state = spec.state if spec.state is not None else state_factory(spec.preset, spec.name)
+    base = host_files_dir(spec.name)
+    state_dir = base / "nvidia-sim"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o755)
+    state_file = state_dir / "state.json"
+    state_file.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    state_file.chmod(0o644)
+    pci_dir = base / "pci"
+    write_pci_tree(state, pci_dir)
+    return state_dir, pci_dir, state
+
+
+def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> list[str]:
+    """Return the ``podman create`` arguments for a host (host network, systemd, labels, PCI mount)."""
+    args = ["create", "--name", spec.name, "--hostname", spec.name, "--systemd=always", "--network=host",
+            "--stop-timeout", "5"]
+    for key, value in spec.labels().items():
+        args += ["--label", f"{key}={value}"]
+    if pci_dir is not None:
+        args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro=true"]
+    return [*args, image, "/sbin/init"]
+
+
+def wait_running(name: str, timeout: float = 90.0) -> float:
+    """Wait until systemd inside ``name`` has booted (running or degraded); return the seconds waited.
+
+    Right after the start ``systemctl`` may fail with "Failed to connect to bus": that is retried.
+    """
+    start = time.monotonic()
+    last = ""
+    while time.monotonic() - start < timeout:
+        proc = podman(["exec", name, "systemctl", "is-system-running", "--wait"], check=False,
+                      timeout=max(1.0, timeout - (time.monotonic() - start)))
+        last = (proc.stdout.strip() or proc.stderr.strip())
+        if proc.stdout.strip() in BOOT_STATES:
+            return time.monotonic() - start
+        time.sleep(0.3)
+    raise HostError(f"host {name} did not finish booting within {timeout:.0f} s (last answer: {last!r})")
+
+
+def start_hosts(specs: Sequence[HostSpec], *, image: str = IMAGE, pci: bool = True, timeout: float = 120.0,
+                state_factory: Callable[[str, str], Mapping[str, Any]] = preset_state) -> list[Host]:
+    """Create, seed and start every host, then wait until all have booted. Replaces same-named lab hosts.
+
+    On any failure the hosts started here are removed again before the error is raised.
+    """
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise HostError(f"host names must be unique: {names}")
+    started: list[Host] = []
+    try:
+        for spec in specs:
+            _remove_if_ours(spec.name, spec.owner)
+            state_dir, pci_dir, state = prepare_files(spec, state_factory)
+            podman(create_args(spec, pci_dir if pci else None, image))
+            podman(["cp", str(state_dir), f"{spec.name}:{STATE_DIR}"])
+            podman(["start", spec.name])
+            started.append(Host(spec=spec, gpus=len(state.get("gpus", [])),
+                                pci_devices=sorted(p.name for p in pci_dir.iterdir()) if pci else []))
+        begin = time.monotonic()
+        for host in started:
+            wait_running(host.name, timeout=max(5.0, timeout - (time.monotonic() - begin)))
+            host.boot_s = time.monotonic() - begin
+    except BaseException:
+        stop_hosts([h.name for h in started] or names, owners=(specs[0].owner,) if specs else (LAB_OWNER,))
+        raise
+    return started
+
+
+def _owner_of(name: str) -> str | None:
+    proc = podman(["container", "inspect", "--format", f'{{{{index .Config.Labels "{OWNER_LABEL}"}}}}', name],
+                  check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _remove_if_ours(name: str, owner: str) -> None:
+    current = _owner_of(name)
+    if current is None:
+        return
+    if current != owner:
+        raise HostError(f"a container named {name} exists and is not ours (owner={current!r}); remove it by hand")
+    podman(["rm", "--force", "--time", "2", name])
+
+
+def stop_hosts(names: Iterable[str], owners: Sequence[str] = (LAB_OWNER, MOLECULE_OWNER)) -> list[str]:
+    """Remove the named hosts that carry one of ``owners``; return the names removed."""
+    removed = []
+    for name in names:
+        owner = _owner_of(name)
+        if owner is None or owner not in owners:
+            continue
+        podman(["rm", "--force", "--ignore", "--time", "2", name])
+        shutil.rmtree(host_files_dir(name), ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def list_hosts(owner: str = LAB_OWNER, fleet: str | None = None) -> list[dict[str, str]]:
+    """Return ``name``, ``state``, ``preset``, ``loopback`` and ``fleet`` of the containers labelled ``owner``."""
+    args = ["ps", "--all", "--filter", f"label={OWNER_LABEL}={owner}", "--format", "json"]
+    if fleet is not None:
+        args[4:4] = ["--filter", f"label={LABEL_FLEET}={fleet}"]
+    proc = podman(args)
+    rows = []
+    for item in json.loads(proc.stdout or "[]"):
+        labels = item.get("Labels") or {}
+        rows.append({"name": item["Names"][0], "state": item.get("State", ""),
+                     "preset": labels.get(LABEL_PRESET, ""), "loopback": labels.get(LABEL_LOOPBACK, ""),
+                     "fleet": labels.get(LABEL_FLEET, "")})
+    return rows
+
+
+def cleanup(owners: Sequence[str] = (LAB_OWNER,)) -> list[str]:
+    """Remove every container labelled with one of ``owners`` (and their files); return the names removed."""
+    removed: list[str] = []
+    for owner in owners:
+        names = [row["name"] for row in list_hosts(owner)]
+        removed += stop_hosts(names, owners=(owner,))
+    return removed
+
+
+def exec_in(name: str, argv: Sequence[str], *, check: bool = True) -> str:
+    """Run ``argv`` inside host ``name`` and return its standard output."""
+    try:
+        return podman(["exec", name, *argv], check=check).stdout
+    except PodmanError as exc:
+        raise HostError(str(exc)) from exc

@@ -1,0 +1,128 @@
+"""Real throw-away hosts: boot, simulated hardware inside, labels, cleanup (needs podman and the image)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gpufleet.lab import fleet as fleet_mod
+from gpufleet.lab import reposerver
+from gpufleet.lab.hosts import (
+    HostError,
+    HostSpec,
+    cleanup,
+    exec_in,
+    host_files_dir,
+    list_hosts,
+    start_hosts,
+    stop_hosts,
+)
+from gpufleet.lab.image import IMAGE, ensure_image
+from gpufleet.lab.podman import LAB_OWNER, podman
+
+pytestmark = pytest.mark.hosts
+
+
+def _state(gpus: int, nvswitches: int = 0, device_id: int = 0x20B710DE) -> dict[str, Any]:
+    state: dict[str, Any] = {"schema": 1, "gpus": [
+        {"index": i, "name": "NVIDIA A30", "uuid": f"GPU-{i:08x}-0000-0000-0000-000000000000", "architecture": 7,
+         "pci": {"bus_id": f"00000000:{0x21 + i:02X}:00.0", "pci_device_id": device_id,
+                 "pci_subsystem_id": 0x153210DE}} for i in range(gpus)]}
+    if nvswitches:
+        state["nvswitch"] = {"count": nvswitches, "fabric_manager_required": True}
+    return state
+
+
+@pytest.fixture(scope="module")
+def two_hosts() -> Iterator[list[HostSpec]]:
+    ensure_image()
+    specs = [HostSpec("lab-it-1", "test-4", "127.0.201.1", fleet="lab-it", state=_state(4)),
+             HostSpec("lab-it-2", "test-2+sw", "127.0.202.1", fleet="lab-it", state=_state(2, nvswitches=3))]
+    start_hosts(specs)
+    try:
+        yield specs
+    finally:
+        stop_hosts([s.name for s in specs])
+
+
+def test_systemd_is_pid_1_and_booted(two_hosts: list[HostSpec]) -> None:
+    for spec in two_hosts:
+        assert exec_in(spec.name, ["cat", "/proc/1/comm"]).strip() == "systemd"
+        assert exec_in(spec.name, ["systemctl", "is-system-running"], check=False).strip() in ("running", "degraded")
+        assert exec_in(spec.name, ["hostname"]).strip() == spec.name
+
+
+def test_state_file_is_the_preset_root_owned(two_hosts: list[HostSpec]) -> None:
+    for spec in two_hosts:
+        assert json.loads(exec_in(spec.name, ["cat", "/var/lib/nvidia-sim/state.json"])) == spec.state
+        modes = exec_in(spec.name, ["stat", "-c", "%a %U:%G", "/var/lib/nvidia-sim",
+                                    "/var/lib/nvidia-sim/state.json"]).split("\n")
+        assert modes[:2] == ["755 root:root", "644 root:root"]
+
+
+@pytest.mark.parametrize(("index", "gpus", "bridges"), [(0, 4, 0), (1, 2, 3)])
+def test_lspci_sees_the_simulated_devices(two_hosts: list[HostSpec], index: int, gpus: int, bridges: int) -> None:
+    lines = exec_in(two_hosts[index].name, ["lspci", "-nn"]).splitlines()
+    assert sum("3D controller [0302]" in line and "[10de:20b7]" in line for line in lines) == gpus
+    assert sum("Bridge [0680]" in line and "[10de:1af1]" in line for line in lines) == bridges
+    assert len(lines) == gpus + bridges
+
+
+def test_pci_tree_is_read_only(two_hosts: list[HostSpec]) -> None:
+    out = exec_in(two_hosts[0].name, ["sh", "-c", "touch /sys/bus/pci/devices/new 2>&1; echo rc=$?"], check=False)
+    assert out == "touch: cannot touch '/sys/bus/pci/devices/new': Read-only file system\nrc=1\n"
+
+
+def test_labels_record_preset_loopback_and_fleet(two_hosts: list[HostSpec]) -> None:
+    rows = {r["name"]: r for r in list_hosts(LAB_OWNER, fleet="lab-it")}
+    assert {name: (r["preset"], r["loopback"], r["state"]) for name, r in rows.items()} == {
+        "lab-it-1": ("test-4", "127.0.201.1", "running"), "lab-it-2": ("test-2+sw", "127.0.202.1", "running")}
+
+
+def test_a_foreign_container_of_the_same_name_is_not_replaced() -> None:
+    podman(["create", "--name", "lab-it-foreign", "--label", "owner=gpufleet-test", IMAGE, "/sbin/init"])
+    try:
+        with pytest.raises(HostError) as err:
+            start_hosts([HostSpec("lab-it-foreign", "x", "127.0.203.1", state=_state(1))])
+        assert str(err.value) == ("a container named lab-it-foreign exists and is not ours "
+                                  "(owner='gpufleet-test'); remove it by hand")
+        assert stop_hosts(["lab-it-foreign"]) == []
+        assert cleanup() == [] or "lab-it-foreign" not in cleanup()
+    finally:
+        podman(["rm", "--force", "--time", "1", "lab-it-foreign"])
+
+
+def test_cleanup_removes_only_lab_containers_and_their_files() -> None:
+    start_hosts([HostSpec("lab-it-3", "x", "127.0.204.1", state=_state(1))])
+    assert host_files_dir("lab-it-3").exists()
+    removed = cleanup()
+    assert "lab-it-3" in removed
+    assert not host_files_dir("lab-it-3").exists()
+    assert [r for r in list_hosts(LAB_OWNER) if r["name"] == "lab-it-3"] == []
+
+
+def test_fleet_up_and_down_with_synthetic_hosts() -> None:
+    try:
+        reposerver.check_repo(reposerver.repo_dir())
+    except reposerver.RepoServerError as exc:
+        pytest.fail(str(exc))
+    pytest.importorskip("gpufleet.sim.presets")
+    was_serving = reposerver.is_serving()
+    fleet = fleet_mod.up("lab-it-fleet", count=2)
+    try:
+        assert fleet.host_names == ["lab-it-fleet-01", "lab-it-fleet-02"]
+        assert all(h["gpus"] > 0 and h["pci_devices"] >= h["gpus"] for h in fleet.hosts)
+        assert reposerver.is_serving()
+        assert (was_serving and fleet.repo_pid is None) or (not was_serving and fleet.repo_pid is not None)
+        key = exec_in(fleet.host_names[0], ["curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}",
+                                            "http://127.0.0.1:8765/gpusim-archive-keyring.gpg"])
+        assert key == "200"
+    finally:
+        removed = fleet_mod.down("lab-it-fleet")
+    assert sorted(removed) == ["lab-it-fleet-01", "lab-it-fleet-02"]
+    assert fleet_mod.load_record("lab-it-fleet") is None
+    if not was_serving:
+        assert not reposerver.is_serving()

@@ -1,0 +1,75 @@
+"""The demo's pure parts: playbook choice, GPUs from module data, health phrases, live progress lines."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, pick_playbooks
+from gpufleet.results import Event
+
+
+@pytest.mark.parametrize(("facts", "gpus"), [
+    (None, None),
+    ("text", None),
+    ({}, None),
+    ({"gpus": [{"name": "NVIDIA A30"}, {"name": "NVIDIA A30"}]}, ["NVIDIA A30", "NVIDIA A30"]),
+    ({"ansible_facts": {"gpufleet_gpus": [{"name": "NVIDIA L40S"}]}}, ["NVIDIA L40S"]),
+    ({"nvidia_gpus": ["NVIDIA H100 80GB HBM3"]}, ["NVIDIA H100 80GB HBM3"]),
+    ({"gpus": [{"index": 0}]}, ["?"]),
+])
+def test_gpus_from_facts(facts: Any, gpus: list[str] | None) -> None:
+    assert gpus_from_facts(facts) == gpus
+
+
+@pytest.mark.parametrize(("health", "phrase"), [
+    (None, "-"),
+    ({"status": "pass"}, "pass"),
+    ({"verdict": "warn", "status": "ignored-second"}, "ignored-second"),
+    ({"healthy": True}, "healthy"),
+    ({"healthy": False}, "UNHEALTHY"),
+    ({"checks": []}, "reported"),
+])
+def test_health_summary(health: Any, phrase: str) -> None:
+    assert health_summary(health) == phrase
+
+
+def test_pick_playbooks_prefers_site(tmp_path: Path) -> None:
+    playbooks, which = pick_playbooks(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in playbooks] == [
+        "molecule/_shared/prepare.yml", "molecule/testhosts/converge.yml"]
+    assert which.startswith("playbooks/site.yml does not exist yet")
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "site.yml").write_text("---\n")
+    assert pick_playbooks(tmp_path) == ([tmp_path / "playbooks" / "site.yml"], "playbooks/site.yml")
+
+
+def _event(kind: str, host: str | None = None, task: str | None = None, changed: bool = False,
+           **data: Any) -> Event:
+    return Event.from_runner({"event": kind, "event_data": {"host": host, "task": task,
+                                                             "res": {"changed": changed}, **data}})
+
+
+def test_progress_prints_changes_and_failures_only() -> None:
+    out = io.StringIO()
+    progress = Progress(out=out)
+    for event in [
+        _event("playbook_on_play_start", play="Node baseline"),
+        _event("runner_on_ok", "h1", "Install driver", changed=True),
+        _event("runner_on_ok", "h2", "Install driver"),
+        _event("runner_on_skipped", "h2", "Fabric manager"),
+        _event("runner_on_failed", "h2", "Start service"),
+        _event("runner_on_unreachable", "h3", "Gathering Facts"),
+    ]:
+        progress(event)
+    assert out.getvalue().splitlines() == [
+        "PLAY Node baseline",
+        "  h1           changed     Install driver",
+        "  h2           FAILED      Start service",
+        "  h3           UNREACHABLE Gathering Facts",
+    ]
+    assert dict(progress.changed) == {"h1": ["Install driver"]}
+    assert dict(progress.done) == {"h1": 1, "h2": 3, "h3": 1}
