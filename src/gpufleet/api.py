@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -137,12 +138,15 @@ class RunSpec:
           run's working directory is the private data directory, where Ansible would find no ansible.cfg).
         * ``ANSIBLE_HOST_KEY_CHECKING``: the caller's value when set, else ``True``; ansible-runner would
           otherwise switch host key checking off.
+        * ``PATH``: the directory of this Python's scripts first, so a venv that is not activated still runs its
+          own ``ansible-playbook`` (not another installation's, or none at all: rc 127).
         """
         tail = environ.get("ANSIBLE_COLLECTIONS_PATH") or os.pathsep.join(_DEFAULT_COLLECTIONS_PATHS)
         return {
             "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(self.collections_dir), tail]),
             "ANSIBLE_CONFIG": environ.get("ANSIBLE_CONFIG") or str(self.ansible_cfg),
             "ANSIBLE_HOST_KEY_CHECKING": environ.get("ANSIBLE_HOST_KEY_CHECKING") or "True",
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), environ.get("PATH", os.defpath)]),
         }
 
     def cmdline(self) -> str | None:

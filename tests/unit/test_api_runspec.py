@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ def test_run_passes_exactly_these_kwargs(collection, clean_env, recorder):
             "ANSIBLE_COLLECTIONS_PATH": f"{root}/collections:~/.ansible/collections:/usr/share/ansible/collections",
             "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
             "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         },
         "extravars": {"nvidia_driver_branch": 570, "flag": True},
         "limit": "gpu-*",
@@ -126,6 +128,9 @@ def test_run_defaults_pass_nothing_optional(collection, clean_env, recorder, tmp
     assert kwargs["playbook"] == str(collection.root / "playbooks" / "site.yml")
 
 
+BIN = Path(sys.executable).parent
+
+
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
@@ -135,14 +140,16 @@ def test_run_defaults_pass_nothing_optional(collection, clean_env, recorder, tmp
                 "ANSIBLE_COLLECTIONS_PATH": "/c:~/.ansible/collections:/usr/share/ansible/collections",
                 "ANSIBLE_CONFIG": "/cfg/ansible.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "True",
+                "PATH": f"{BIN}:{os.defpath}",
             },
         ),
         (
-            {"ANSIBLE_COLLECTIONS_PATH": "/mine:/yours", "ANSIBLE_CONFIG": "/etc/site.cfg"},
+            {"ANSIBLE_COLLECTIONS_PATH": "/mine:/yours", "ANSIBLE_CONFIG": "/etc/site.cfg", "PATH": "/usr/bin"},
             {
                 "ANSIBLE_COLLECTIONS_PATH": "/c:/mine:/yours",
                 "ANSIBLE_CONFIG": "/etc/site.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "True",
+                "PATH": f"{BIN}:/usr/bin",
             },
         ),
         (
@@ -151,6 +158,7 @@ def test_run_defaults_pass_nothing_optional(collection, clean_env, recorder, tmp
                 "ANSIBLE_COLLECTIONS_PATH": "/c:~/.ansible/collections:/usr/share/ansible/collections",
                 "ANSIBLE_CONFIG": "/cfg/ansible.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "False",
+                "PATH": f"{BIN}:{os.defpath}",
             },
         ),
     ],
@@ -193,11 +201,17 @@ def test_tags_are_split_and_trimmed(collection, tags, expected):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"playbook": "nope"}, PlaybookNotFoundError,
-         "unknown playbook 'nope': not a playbook file and not one of the collection's playbooks "
-         "(facts, mig_reconfigure, site, verify)"),
-        ({"inventory": "missing"}, InventoryNotFoundError,
-         "inventory 'missing' not found: no such file or directory, and not one of the shipped inventories (sim)"),
+        (
+            {"playbook": "nope"},
+            PlaybookNotFoundError,
+            "unknown playbook 'nope': not a playbook file and not one of the collection's playbooks "
+            "(facts, mig_reconfigure, site, verify)",
+        ),
+        (
+            {"inventory": "missing"},
+            InventoryNotFoundError,
+            "inventory 'missing' not found: no such file or directory, and not one of the shipped inventories (sim)",
+        ),
         ({"inventory": []}, InputError, "no inventory given: pass at least one inventory path"),
         ({"forks": 0}, InputError, "forks must be at least 1, got 0"),
         ({"verbosity": 7}, InputError, "verbosity must be between 0 and 6, got 7"),
