@@ -1,0 +1,436 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Apply a MIG layout on the local host: read NVML, plan (``mig_planner``), refuse busy GPUs, act, verify.
+
+Shared by the ``gpufleet.nvidia.nvidia_mig`` module and the boot-time re-apply entry point that the
+``nvidia_mig`` role installs (``gpufleet-mig-apply``), so both do exactly the same thing. Nothing here depends
+on Ansible: external commands (the GPU reset) go through a ``run(argv) -> (rc, stdout, stderr)`` callable.
+
+Order of work (all GPUs of the host together):
+
+1. every busy check, before any change on any GPU (a refused run leaves every GPU as it was);
+2. MIG mode changes (instances of GPUs leaving MIG mode are destroyed first, as NVML requires);
+3. one ``nvidia-smi -r -i <bus ids>`` for the GPUs whose mode change waits for a reset (when allowed);
+4. compute/GPU instances that the layout does not keep are destroyed;
+5. GPU instances are created at explicit placements, each followed by its compute instances;
+6. the state is read back and planned again: anything left to do fails the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import LayoutError, validate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_parted import MigPartedError, from_mig_parted
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import GpuPlan, plan, summarize
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import find_model, parse_profile_name
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import Nvml, NvmlError
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+DESTROY_ACTIONS = ("destroy_ci", "destroy_gi")
+CREATE_ACTIONS = ("create_gi", "create_ci")
+
+
+class MigApplyError(Exception):
+    """Applying the layout failed; ``partial`` holds what is known so far (actions done, state after)."""
+
+    def __init__(self, message: str, partial: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.partial: dict[str, Any] = dict(partial or {})
+
+
+class InvalidLayout(MigApplyError):
+    """The layout does not fit the host's GPUs (the validator's message)."""
+
+
+class BusyError(MigApplyError):
+    """Processes run where the plan must destroy instances or change the MIG mode; nothing was changed."""
+
+
+class ResetError(MigApplyError):
+    """The GPU reset that a MIG mode change needs was refused."""
+
+
+class VerifyError(MigApplyError):
+    """After applying, the GPUs do not show the desired layout."""
+
+
+# --------------------------------------------------------------------------------------------------- reading
+def read_gpu(nvml: Nvml, index: int, mig: bool = True, processes: bool = True) -> dict[str, Any]:
+    """One GPU as ``gpu_facts`` reports it and the planner reads it: identity, ``model`` (gpufleet's table key),
+    ``mig: {supported, current, pending}`` (booleans), ``gpu_instances`` (with ``profile`` names and the MIG
+    device ``uuid`` of every compute instance) and ``processes``."""
+    gpu = nvml.gpu(index)
+    model = find_model(name=gpu["name"], pci_device_id=gpu["pci_device_id"])
+    gpu["model"] = model.name if model else None
+    if mig:
+        state = nvml.mig_state(index)
+        gpu["mig"] = {"supported": state["supported"], "current": state["current"], "pending": state["pending"]}
+        gpu["gpu_instances"] = [
+            {"id": gi["id"], "profile_id": gi["profile_id"], "profile": gi["profile_name"], "start": gi["start"],
+             "size": gi["size"], "slices": gi["slices"],
+             "compute_instances": [{"id": ci["id"], "profile_id": ci["profile_id"], "profile": ci["name"],
+                                    "slices": ci["slices"], "start": ci["start"], "size": ci["size"],
+                                    "uuid": ci["uuid"]} for ci in gi["compute_instances"]]}
+            for gi in state["gpu_instances"]
+        ]
+    if processes:
+        gpu["processes"] = nvml.processes(index)
+    return gpu
+
+
+def read_host(nvml: Nvml, indexes: Sequence[int] | None = None, processes: bool = True) -> list[dict[str, Any]]:
+    """Every GPU (or the ``indexes`` given) in planner form."""
+    wanted = range(nvml.device_count()) if indexes is None else indexes
+    return [read_gpu(nvml, i, processes=processes) for i in wanted]
+
+
+def achieved(gpus: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The layout each GPU shows: ``[{index, uuid, model, enabled, pending, gpu_instances: [{profile_name, gi_id,
+    start, size, compute_instances: [{name, ci_id, uuid}]}]}]`` (the shape the role records in mig-state.json
+    and ``gpu_health`` compares with)."""
+    return [{
+        "index": gpu["index"], "uuid": gpu.get("uuid"), "model": gpu.get("model"),
+        "enabled": bool(gpu["mig"]["current"]), "pending": bool(gpu["mig"]["pending"]),
+        "gpu_instances": [{"profile_name": gi["profile"], "gi_id": gi["id"], "start": gi["start"], "size": gi["size"],
+                           "compute_instances": [{"name": ci["profile"], "ci_id": ci["id"], "uuid": ci["uuid"]}
+                                                 for ci in gi["compute_instances"]]}
+                          for gi in gpu["gpu_instances"]],
+    } for gpu in gpus]
+
+
+def describe_gpu(gpu: Mapping[str, Any]) -> str:
+    """One line for diffs: ``MIG on: 3g.40gb@0 [3g.40gb], 1g.10gb@6 [1g.10gb]``."""
+    mig = gpu["mig"]
+    if not mig["supported"]:
+        return "MIG not supported"
+    mode = "on" if mig["current"] else "off"
+    if mig["current"] != mig["pending"]:
+        mode += " (pending {} after a GPU reset)".format("on" if mig["pending"] else "off")
+    parts = ["{}@{} [{}]".format(gi["profile"], gi["start"], ", ".join(ci["profile"] for ci in gi["compute_instances"]))
+             for gi in gpu["gpu_instances"]]
+    return f"MIG {mode}" + (": " + ", ".join(parts) if parts else "")
+
+
+def diff_of(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Ansible diff: one line per GPU, before and after."""
+    def text(gpus: Sequence[Mapping[str, Any]]) -> str:
+        return "".join("GPU {} ({}): {}\n".format(g["index"], g.get("model") or g.get("name"), describe_gpu(g))
+                       for g in gpus)
+    return {"before": text(before), "after": text(after)}
+
+
+# --------------------------------------------------------------------------------------------------- planning
+def resolve_layout(layout: Any = None, mig_parted_config: Any = None, selected: str | None = None) -> list[Any]:
+    """The layout entries to validate: ``layout`` itself, or the ``selected`` label of a mig-parted config."""
+    if (layout is None) == (mig_parted_config is None):
+        raise InvalidLayout("give exactly one of layout or mig_parted_config")
+    if layout is not None:
+        return list(layout) if isinstance(layout, (list, tuple)) else layout
+    try:
+        entries = from_mig_parted(mig_parted_config, selected)
+    except MigPartedError as exc:
+        raise InvalidLayout(str(exc)) from exc
+    if isinstance(entries, dict):
+        if len(entries) != 1:
+            raise InvalidLayout("the mig-parted config has {} labels ({}); choose one with selected".format(
+                len(entries), ", ".join(entries)))
+        entries = next(iter(entries.values()))
+    return entries
+
+
+def desired_for(entries: Any, gpus: Sequence[Mapping[str, Any]], indexes: Sequence[int] | None) -> list[Any]:
+    """Validate ``entries`` against every GPU of the host; keep the configs of ``indexes`` (all when None)."""
+    try:
+        configs = validate(entries, gpus)
+    except LayoutError as exc:
+        raise InvalidLayout(str(exc)) from exc
+    return [c for c in configs if indexes is None or c.index in indexes]
+
+
+def find_busy(plans: Sequence[GpuPlan], gpus: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """GPUs where the plan would disturb running processes: ``[{gpu, uuid, pids, reason}]``.
+
+    A process blocks a MIG mode change (and the GPU reset it may need) anywhere on its GPU, and the destruction
+    of the GPU or compute instance it runs in. A process not tied to an instance blocks every destruction on
+    its GPU."""
+    by_index = {int(g["index"]): g for g in gpus}
+    busy = []
+    for gpu_plan in plans:
+        gpu = by_index[gpu_plan.index]
+        procs = gpu.get("processes") or []
+        if not procs or not gpu_plan.actions:
+            continue
+        kinds = {a["action"] for a in gpu_plan.actions}
+        gis = {a["gi_id"] for a in gpu_plan.actions if a["action"] == "destroy_gi"}
+        cis = {(a["gi_id"], a["ci_id"]) for a in gpu_plan.actions if a["action"] == "destroy_ci"}
+        if "set_mig_mode" in kinds:
+            hit, reason = procs, "a MIG mode change needs the whole GPU idle"
+        else:
+            hit = [p for p in procs
+                   if (p.get("gi_id") is None and gis | cis) or p.get("gi_id") in gis
+                   or (p.get("gi_id"), p.get("ci_id")) in cis]
+            reason = "they run on MIG instances that the layout removes"
+        if hit:
+            busy.append({"gpu": gpu_plan.index, "uuid": gpu.get("uuid"), "reason": reason,
+                         "pids": sorted(int(p["pid"]) for p in hit),
+                         "processes": [dict(p) for p in hit]})
+    return busy
+
+
+def busy_message(busy: Sequence[Mapping[str, Any]]) -> str:
+    """One actionable sentence naming every GPU and PID."""
+    parts = []
+    for item in busy:
+        names = ", ".join("{}{}".format(p["pid"], f" ({p['name']})" if p.get("name") else "")
+                          for p in item["processes"])
+        parts.append("GPU {} ({}): PIDs {}".format(item["gpu"], item["reason"], names))
+    return ("refusing to change MIG while processes use the GPUs, nothing was changed: " + "; ".join(parts)
+            + "; drain the workloads (or set force_destroy_busy: true) and retry")
+
+
+def _needs_mode_change(gpu: Mapping[str, Any], action: Mapping[str, Any]) -> bool:
+    return int(gpu["mig"]["pending"]) != int(action["mode"])
+
+
+# --------------------------------------------------------------------------------------------------- acting
+class _Applier:
+    """Executes the planned actions of a host in the global order, recording what was done."""
+
+    def __init__(self, nvml: Nvml, run: Runner, smi: str, allow_reset: bool) -> None:
+        self.nvml = nvml
+        self.run = run
+        self.smi = smi
+        self.allow_reset = allow_reset
+        self.done: list[dict[str, Any]] = []
+        self.awaiting_reset: list[int] = []
+        self.reset: list[int] = []
+
+    def _do(self, action: Mapping[str, Any], new_gis: dict[tuple[int, str, int], int]) -> None:
+        nvml, index, kind = self.nvml, int(action["gpu"]), action["action"]
+        record = dict(action)
+        if kind == "destroy_ci":
+            nvml.destroy_compute_instance(index, int(action["gi_id"]), int(action["ci_id"]))
+        elif kind == "destroy_gi":
+            nvml.destroy_gpu_instance(index, int(action["gi_id"]))
+        elif kind == "create_gi":
+            made = nvml.create_gpu_instance(index, int(action["profile_id"]), int(action["start"]))
+            new_gis[(index, str(action["profile"]), int(action["start"]))] = made["id"]
+            record["gi_id"] = made["id"]
+        elif kind == "create_ci":
+            gi_id = action.get("gi_id")
+            if gi_id is None:
+                gi_id = new_gis[(index, str(action["gi_profile"]), int(action["gi_start"]))]
+            slices = parse_profile_name(str(action["profile"])).compute_slices
+            made = nvml.create_compute_instance(index, int(gi_id), slices)
+            record.update(gi_id=gi_id, ci_id=made["id"])
+        elif kind == "set_mig_mode":
+            result = nvml.set_mig_mode(index, bool(action["mode"]))
+            record.update(activation_status=result["activation_status"])
+            if result["current"] != result["pending"]:
+                self.awaiting_reset.append(index)
+        else:
+            raise MigApplyError(f"unknown planned action {kind!r}")
+        self.done.append(record)
+
+    def apply(self, plans: Sequence[GpuPlan], gpus: Sequence[Mapping[str, Any]]) -> None:
+        by_index = {int(g["index"]): g for g in gpus}
+        new_gis: dict[tuple[int, str, int], int] = {}
+        rest: dict[int, list[dict[str, Any]]] = {}
+        for gpu_plan in plans:  # 1. mode changes (with the destroys NVML requires before them)
+            actions = list(gpu_plan.actions)
+            mode_at = next((i for i, a in enumerate(actions) if a["action"] == "set_mig_mode"), None)
+            if mode_at is None:
+                rest[gpu_plan.index] = actions
+                continue
+            gpu = by_index[gpu_plan.index]
+            for action in actions[:mode_at]:
+                self._do(action, new_gis)
+            if _needs_mode_change(gpu, actions[mode_at]):
+                self._do(actions[mode_at], new_gis)
+            elif int(gpu["mig"]["current"]) != int(gpu["mig"]["pending"]):
+                self.awaiting_reset.append(gpu_plan.index)  # set earlier, still waiting for a reset
+            rest[gpu_plan.index] = actions[mode_at + 1:]
+        if self.awaiting_reset and self.allow_reset:  # 2. one reset for every GPU that waits for one
+            self._reset(sorted(self.awaiting_reset), by_index)
+        for index, actions in rest.items():  # 3. destroys
+            if index not in self.awaiting_reset:
+                for action in (a for a in actions if a["action"] in DESTROY_ACTIONS):
+                    self._do(action, new_gis)
+        for index, actions in rest.items():  # 4. creates
+            if index not in self.awaiting_reset:
+                for action in (a for a in actions if a["action"] in CREATE_ACTIONS):
+                    self._do(action, new_gis)
+
+    def _reset(self, indexes: list[int], by_index: Mapping[int, Mapping[str, Any]]) -> None:
+        bus_ids = [str(by_index[i]["pci_bus_id"]) for i in indexes]
+        argv = [self.smi, "-r", "-i", ",".join(bus_ids)]
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            detail = " ".join((err or out).split()) or "no output"
+            raise ResetError("GPU reset for the MIG mode change of GPUs {} was refused ({} exited {}: {}); stop the "
+                             "services and processes that hold the GPUs (nvidia-persistenced, DCGM, MPS, the "
+                             "Kubernetes device plugin; unload nvidia_drm), or set allow_reset: false and reboot"
+                             .format(", ".join(str(i) for i in indexes), " ".join(argv), rc, detail))
+        self.done.append({"action": "reset", "gpus": indexes, "pci_bus_ids": bus_ids})
+        for index in indexes:
+            mode = self.nvml.mig_mode(index)
+            if mode is None or mode[0] != mode[1]:
+                raise ResetError(f"GPU {index} was reset but its MIG mode change is still pending; reboot the host")
+        self.reset, self.awaiting_reset = indexes, []
+
+
+# --------------------------------------------------------------------------------------------------- verify
+def verify(plans_after: Sequence[GpuPlan], awaiting_reset: Sequence[int], gpus: Sequence[Mapping[str, Any]]
+           ) -> list[str]:
+    """Problems left after applying: a GPU that still needs actions (GPUs that wait for a reset only need
+    their pending mode right and, when leaving MIG mode, no instances)."""
+    by_index = {int(g["index"]): g for g in gpus}
+    problems = []
+    for gpu_plan in plans_after:
+        actions = gpu_plan.actions
+        if gpu_plan.index in awaiting_reset:
+            gpu = by_index[gpu_plan.index]
+            mode = next((a for a in actions if a["action"] == "set_mig_mode"), None)
+            wrong_mode = mode is not None and _needs_mode_change(gpu, mode)
+            leftovers = [a for a in actions if a["action"] in DESTROY_ACTIONS]
+            if wrong_mode or leftovers:
+                problems.append(summarize([gpu_plan]))
+        elif actions:
+            problems.append(summarize([gpu_plan]))
+    return problems
+
+
+# --------------------------------------------------------------------------------------------------- converge
+def predict(plans: Sequence[GpuPlan], gpus: Sequence[Mapping[str, Any]], allow_reset: bool
+            ) -> tuple[list[int], list[int]]:
+    """``(GPUs that would change, GPUs that would wait for a reset)`` for check mode, from the plan alone."""
+    by_index = {int(g["index"]): g for g in gpus}
+    changed, waiting = [], []
+    for gpu_plan in plans:
+        gpu, actions = by_index[gpu_plan.index], gpu_plan.actions
+        mode_at = next((i for i, a in enumerate(actions) if a["action"] == "set_mig_mode"), None)
+        if mode_at is None:
+            if actions:
+                changed.append(gpu_plan.index)
+            continue
+        sets = _needs_mode_change(gpu, actions[mode_at])
+        awaits = bool(actions[mode_at].get("reset_required")) if sets else (
+            int(gpu["mig"]["current"]) != int(gpu["mig"]["pending"]))
+        if awaits and not allow_reset:
+            waiting.append(gpu_plan.index)
+            if sets or mode_at > 0:
+                changed.append(gpu_plan.index)
+        elif sets or awaits or len(actions) > 1:
+            changed.append(gpu_plan.index)
+    return changed, waiting
+
+
+def simulate(gpu: Mapping[str, Any], actions: Sequence[Mapping[str, Any]], reset: bool) -> dict[str, Any]:
+    """The GPU as it would be after ``actions`` (for the check-mode diff); ``reset``: a pending mode change is
+    applied by a GPU reset, else it stays pending and the GPU's instance creations wait."""
+    after = {**gpu, "mig": dict(gpu["mig"]), "gpu_instances": [dict(gi, compute_instances=list(gi["compute_instances"]))
+                                                               for gi in gpu["gpu_instances"]]}
+    mig, gis = after["mig"], after["gpu_instances"]
+    for action in actions:
+        kind = action["action"]
+        if kind == "set_mig_mode":
+            mig["pending"] = bool(action["mode"])
+            if reset or not action.get("reset_required"):
+                mig["current"] = mig["pending"]
+        elif kind == "destroy_gi":
+            gis[:] = [gi for gi in gis if gi["id"] != action["gi_id"]]
+        elif kind == "destroy_ci":
+            for gi in gis:
+                if gi["id"] == action["gi_id"]:
+                    gi["compute_instances"] = [ci for ci in gi["compute_instances"] if ci["id"] != action["ci_id"]]
+        elif not mig["current"]:
+            continue  # creations wait for the reset
+        elif kind == "create_gi":
+            gis.append({"id": None, "profile": action["profile"], "start": action["start"], "size": action["size"],
+                        "compute_instances": []})
+        elif kind == "create_ci":
+            for gi in gis:
+                same = gi["id"] == action["gi_id"] if action.get("gi_id") is not None else (
+                    gi["id"] is None and gi["profile"] == action["gi_profile"] and gi["start"] == action["gi_start"])
+                if same:
+                    gi["compute_instances"].append({"id": None, "profile": action["profile"], "uuid": None})
+    gis.sort(key=lambda gi: gi["start"])
+    return after
+
+
+def _flat(plans: Sequence[GpuPlan]) -> list[dict[str, Any]]:
+    return [dict(a) for p in plans for a in p.actions]
+
+
+def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, allow_reset: bool = True,
+             force_destroy_busy: bool = False, check_mode: bool = False, run: Runner | None = None,
+             smi: str = "nvidia-smi") -> dict[str, Any]:
+    """Bring the host's GPUs to the layout ``entries``; return the result (see the module's RETURN).
+
+    Raises:
+        InvalidLayout: the layout does not fit these GPUs (nothing changed).
+        BusyError: processes would be disturbed and ``force_destroy_busy`` is false (nothing changed).
+        ResetError, VerifyError, MigApplyError: a failure while applying (``partial`` has what was done).
+    """
+    gpus = read_host(nvml)
+    desired = desired_for(entries, gpus, indexes)
+    managed = [g for g in gpus if indexes is None or g["index"] in indexes]
+    try:
+        plans = plan(managed, desired)
+    except LayoutError as exc:
+        raise InvalidLayout(str(exc)) from exc
+    result: dict[str, Any] = {
+        "plan": [p.to_dict() for p in plans], "plan_summary": summarize(plans),
+        "desired": [c.to_dict() for c in desired],
+        "busy": find_busy(plans, managed), "warnings": [],
+    }
+    if result["busy"]:
+        if not force_destroy_busy:
+            raise BusyError(busy_message(result["busy"]), dict(result, changed=False, actions=[],
+                                                               layout=achieved(managed)))
+        result["warnings"].append(busy_message(result["busy"]).replace("refusing", "force_destroy_busy: going on",
+                                                                       1))
+    if check_mode:
+        changed, waiting = predict(plans, managed, allow_reset)
+        by_index = {p.index: p.actions for p in plans}
+        predicted = [simulate(g, by_index.get(g["index"], []), allow_reset) for g in managed]
+        return dict(result, changed=bool(changed), changed_gpus=changed, actions=_flat(plans),
+                    reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=[],
+                    layout=achieved(managed), diff=diff_of(managed, predicted),
+                    msg=_message(changed, waiting, check_mode=True))
+    if run is None:
+        raise MigApplyError("no command runner given for the GPU reset")
+    applier = _Applier(nvml, run, smi, allow_reset)
+    try:
+        applier.apply(plans, managed)
+        after = read_host(nvml, [g["index"] for g in managed], processes=False)
+        problems = verify(plan(after, desired), applier.awaiting_reset, after)
+        if problems:
+            raise VerifyError("the GPUs do not show the layout after applying it:\n" + "\n".join(problems))
+    except (NvmlError, MigApplyError) as exc:
+        partial = dict(result, changed=bool(applier.done), actions=applier.done,
+                       reboot_required=bool(applier.awaiting_reset))
+        if isinstance(exc, NvmlError):
+            partial["nvml_error"] = exc.to_dict()
+        with contextlib.suppress(NvmlError):
+            partial["layout"] = achieved(read_host(nvml, [g["index"] for g in managed], processes=False))
+        cls = type(exc) if isinstance(exc, MigApplyError) else MigApplyError
+        raise cls(f"{exc} (actions done before the failure: {len(applier.done)})", partial) from exc
+    changed = sorted({int(a["gpu"]) for a in applier.done if "gpu" in a} | set(applier.reset))
+    waiting = sorted(applier.awaiting_reset)
+    return dict(result, changed=bool(applier.done), changed_gpus=changed, actions=applier.done,
+                reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=applier.reset,
+                layout=achieved(after), diff=diff_of(managed, after), msg=_message(changed, waiting))
+
+
+def _message(changed: Sequence[int], waiting: Sequence[int], check_mode: bool = False) -> str:
+    verb = "would change" if check_mode else "changed"
+    text = "MIG layout already applied" if not changed else "{} GPU(s) {}".format(
+        verb, ", ".join(str(i) for i in changed))
+    if waiting:
+        text += ("; the MIG mode change of GPU(s) {} waits for a GPU reset: reboot the host or run again with "
+                 "allow_reset: true".format(", ".join(str(i) for i in waiting)))
+    return text
