@@ -1,0 +1,511 @@
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure evaluation of GPU health measurements against thresholds.
+
+Nothing here talks to NVML or runs a command: :mod:`nvml_health` (and the module's command reads) produce a
+*measurement* document, and :func:`evaluate_host` turns it into a list of checks. Every check is a dict::
+
+    {"name": "ecc_uncorrected_volatile",
+     "gpu": {"index": 0, "uuid": "GPU-...", "pci_bus_id": "00000000:18:00.0"},   # None for host-wide checks
+     "status": "ok" | "warn" | "fail",
+     "value": <what was measured>,
+     "threshold": <what it was compared with>,
+     "message": "one sentence"}
+
+Measurement document (what :func:`evaluate_host` reads)::
+
+    {"driver_version": "570.172.08", "cuda_version": "12.8", "gpu_count": 8,
+     "init_error": None | "message",                    # NVML could not start: one host-wide fail
+     "fabric_manager": None | "active" | "inactive" | ..., # systemctl is-active, when an NVSwitch is expected
+     "mig_expected": None | {uuid: {...}},              # /etc/gpufleet/mig-state.json, when present
+     "gpus": [{"index": 0, "uuid": ..., "pci_bus_id": ..., "lost": False,
+               "values": {metric: value}, "unsupported": [metric], "errors": {metric: "message"}}]}
+
+A metric in ``unsupported`` is not applicable to that GPU (NVML answered NOT_SUPPORTED): its check is ``ok`` with
+``value`` None and a message that says so. A metric in ``errors`` could not be read: its check is ``fail``.
+
+The default thresholds (:data:`DEFAULT_THRESHOLDS`) come from what large fleets run; ``docs/health.md`` names the
+source of each.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+OK = "ok"
+WARN = "warn"
+FAIL = "fail"
+_RANK = {OK: 0, WARN: 1, FAIL: 2}
+
+# nvmlClocksEventReason* bits (nvml.h; pynvml nvmlClocksEventReason*).
+CLOCK_EVENT_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+CLOCK_EVENT_FAIL = 0x8 | 0x40 | 0x80
+CLOCK_EVENT_WARN = 0x20
+
+# Azure HPC health checks (azure_gpu_xid.nhc): XIDs that mean the GPU or its memory needs attention.
+AZURE_CRITICAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
+
+DEFAULT_THRESHOLDS: dict[str, Any] = {
+    "expected_gpu_count": None,
+    "expected_gpu_models": [],
+    "expected_driver_version": None,
+    "expected_vbios_version": None,
+    "persistence_mode_expected": True,
+    "ecc_uncorrected_volatile_fail": 0,
+    "ecc_corrected_volatile_warn": 10000,
+    "ecc_corrected_volatile_fail": 50000000,
+    "retired_pages_warn": 10,
+    "retired_pages_fail": 61,
+    "remapped_rows_uncorrectable_fail": 512,
+    "xid_window_s": 7200,
+    "xid_critical": list(AZURE_CRITICAL_XIDS),
+    "xid_ignore": [94],
+    "temperature_fail_c": None,
+    "temperature_warn_margin_c": 5,
+    "pcie_width_status": FAIL,
+    "pcie_gen_status": WARN,
+    "nvswitch_expected": False,
+    "idle_expected": False,
+    "idle_allowed_processes": ["nvidia-cuda-mps-server"],
+}
+
+
+def worst(statuses: list[str]) -> str:
+    """Return the worst of ``statuses`` (``ok`` for an empty list)."""
+    return max(statuses, key=_RANK.__getitem__, default=OK)
+
+
+def identity(gpu: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Return the ``{index, uuid, pci_bus_id}`` a check names its GPU with (None for host-wide checks)."""
+    if gpu is None:
+        return None
+    return {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")}
+
+
+def check(name: str, gpu: dict[str, Any] | None, status: str, value: Any, threshold: Any, message: str) -> dict:
+    """Build one check result."""
+    return {"name": name, "gpu": identity(gpu), "status": status, "value": value, "threshold": threshold,
+            "message": message}
+
+
+def decode_clock_events(mask: int) -> list[str]:
+    """Return the names of the clock-event reason bits set in ``mask`` (unknown bits as hex)."""
+    names = [label for bit, label in sorted(CLOCK_EVENT_BITS.items()) if mask & bit]
+    unknown = mask & ~sum(CLOCK_EVENT_BITS)
+    if unknown:
+        names.append(hex(unknown))
+    return names
+
+
+# --------------------------------------------------------------------------------------------------- host checks
+
+
+def check_gpu_count(meas: dict[str, Any], th: dict[str, Any]) -> dict:
+    """GPUs NVML sees vs ``expected_gpu_count`` (exact match, as deepops, Azure and GCM)."""
+    found = meas.get("gpu_count")
+    expected = th.get("expected_gpu_count")
+    if expected is None:
+        return check("gpu_count", None, OK, found, None, f"{found} GPU(s) found; no expected count set")
+    if found != expected:
+        return check("gpu_count", None, FAIL, found, expected,
+                     f"{found} GPU(s) found, {expected} expected; check lspci -d 10de: and the kernel log")
+    return check("gpu_count", None, OK, found, expected, f"{found} GPU(s) found as expected")
+
+
+def driver_matches(found: str | None, expected: str) -> bool:
+    """True when ``found`` equals ``expected`` or starts with it at a dot boundary ("570" matches "570.172.08")."""
+    if found is None:
+        return False
+    return found == expected or found.startswith(expected + ".")
+
+
+def check_driver_version(meas: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Driver version vs ``expected_driver_version`` (exact, or a branch/prefix at a dot boundary)."""
+    found = meas.get("driver_version")
+    expected = th.get("expected_driver_version")
+    if not expected:
+        return check("driver_version", None, OK, found, None, f"driver {found}; no expected version set")
+    if driver_matches(found, str(expected)):
+        return check("driver_version", None, OK, found, expected, f"driver {found} matches {expected}")
+    return check("driver_version", None, FAIL, found, expected,
+                 f"driver {found} is loaded but {expected} is expected; install the pinned driver and reboot")
+
+
+def check_fabric_manager(meas: dict[str, Any], th: dict[str, Any]) -> dict:
+    """nvidia-fabricmanager must be active on NVSwitch systems (gpud fabric-manager; deepops DGX NHC)."""
+    if not th.get("nvswitch_expected"):
+        return check("fabric_manager", None, OK, None, None, "no NVSwitch expected; fabric manager not checked")
+    state = meas.get("fabric_manager")
+    if state == "active":
+        return check("fabric_manager", None, OK, state, "active", "nvidia-fabricmanager is active")
+    return check("fabric_manager", None, FAIL, state, "active",
+                 f"nvidia-fabricmanager is {state or 'unknown'} on an NVSwitch system; GPUs cannot use NVLink "
+                 "until it runs: systemctl start nvidia-fabricmanager")
+
+
+def check_vbios_consistency(meas: dict[str, Any], th: dict[str, Any]) -> dict:
+    """All GPUs of one model run the same VBIOS, and the expected one when set (Azure, GCM)."""
+    by_model: dict[str, set[str]] = {}
+    for gpu in meas.get("gpus", []):
+        vbios = gpu.get("values", {}).get("vbios_version")
+        if vbios is not None:
+            by_model.setdefault(str(gpu.get("values", {}).get("name")), set()).add(str(vbios))
+    versions = sorted({v for vs in by_model.values() for v in vs})
+    expected = th.get("expected_vbios_version")
+    mixed = sorted(model for model, vs in by_model.items() if len(vs) > 1)
+    if mixed:
+        return check("vbios_consistency", None, FAIL, versions, expected or "all equal",
+                     f"GPUs of the same model ({', '.join(mixed)}) run different VBIOS versions "
+                     f"{', '.join(versions)}; flash them to one version")
+    if expected and any(v != expected for v in versions):
+        return check("vbios_consistency", None, FAIL, versions, expected,
+                     f"VBIOS {', '.join(versions)} found, {expected} expected")
+    return check("vbios_consistency", None, OK, versions, expected or "all equal",
+                 f"VBIOS consistent: {', '.join(versions) or 'none readable'}")
+
+
+# --------------------------------------------------------------------------------------------------- per-GPU checks
+
+
+def _reading(gpu: dict[str, Any], metric: str) -> tuple[str, Any]:
+    """Return ``(kind, value)`` with kind ``value`` | ``unsupported`` | ``error`` (value = message)."""
+    if metric in gpu.get("errors", {}):
+        return "error", gpu["errors"][metric]
+    if metric in gpu.get("unsupported", []):
+        return "unsupported", None
+    return "value", gpu.get("values", {}).get(metric)
+
+
+def _not_value(name: str, gpu: dict[str, Any], metric: str, threshold: Any) -> dict | None:
+    """Return the check for an unreadable / unsupported metric, or None when there is a value."""
+    kind, value = _reading(gpu, metric)
+    if kind == "error":
+        return check(name, gpu, FAIL, None, threshold, f"could not read {metric}: {value}")
+    if kind == "unsupported" or value is None:
+        return check(name, gpu, OK, None, threshold, f"{metric} is not supported on this GPU; not applicable")
+    return None
+
+
+def check_gpu_model(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """GPU name contains one of ``expected_gpu_models`` (case-insensitive)."""
+    name = gpu.get("values", {}).get("name")
+    models = [str(m) for m in th.get("expected_gpu_models") or []]
+    if not models:
+        return check("gpu_model", gpu, OK, name, None, f"{name}; no expected model set")
+    if name and any(m.lower() in name.lower() for m in models):
+        return check("gpu_model", gpu, OK, name, models, f"{name} is an expected model")
+    return check("gpu_model", gpu, FAIL, name, models, f"{name} is not one of the expected models {', '.join(models)}")
+
+
+def check_persistence(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Persistence mode enabled (gpud, Azure): without it the driver tears down state between clients."""
+    want = bool(th.get("persistence_mode_expected", True))
+    miss = _not_value("persistence_mode", gpu, "persistence_mode", "enabled" if want else "any")
+    if miss:
+        return miss
+    enabled = bool(gpu["values"]["persistence_mode"])
+    value = "enabled" if enabled else "disabled"
+    if want and not enabled:
+        return check("persistence_mode", gpu, FAIL, value, "enabled",
+                     "persistence mode is disabled; enable nvidia-persistenced")
+    return check("persistence_mode", gpu, OK, value, "enabled" if want else "any", f"persistence mode {value}")
+
+
+def check_ecc(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
+    """Volatile ECC counts: uncorrectable (GCM: > 0 critical) and correctable (Azure / GCM limits)."""
+    miss = _not_value("ecc_uncorrected_volatile", gpu, "ecc", th["ecc_uncorrected_volatile_fail"])
+    if miss:
+        other = dict(miss, name="ecc_corrected_volatile",
+                     threshold={"warn": th["ecc_corrected_volatile_warn"], "fail": th["ecc_corrected_volatile_fail"]})
+        return [miss, other]
+    ecc = gpu["values"]["ecc"]
+    out = []
+    unc, limit = int(ecc.get("uncorrected_volatile", 0)), int(th["ecc_uncorrected_volatile_fail"])
+    if unc > limit:
+        out.append(check("ecc_uncorrected_volatile", gpu, FAIL, unc, limit,
+                         f"{unc} uncorrectable ECC error(s) since the last reset (limit {limit}); drain the node "
+                         "and reset the GPU"))
+    else:
+        out.append(check("ecc_uncorrected_volatile", gpu, OK, unc, limit, f"{unc} uncorrectable ECC error(s)"))
+    cor = int(ecc.get("corrected_volatile", 0))
+    warn, fail = int(th["ecc_corrected_volatile_warn"]), int(th["ecc_corrected_volatile_fail"])
+    limits = {"warn": warn, "fail": fail}
+    if cor > fail:
+        out.append(check("ecc_corrected_volatile", gpu, FAIL, cor, limits,
+                         f"{cor} correctable ECC errors exceed {fail}; the memory is degrading"))
+    elif cor > warn:
+        out.append(check("ecc_corrected_volatile", gpu, WARN, cor, limits,
+                         f"{cor} correctable ECC errors exceed {warn}; watch this GPU"))
+    else:
+        out.append(check("ecc_corrected_volatile", gpu, OK, cor, limits, f"{cor} correctable ECC error(s)"))
+    return out
+
+
+def check_retired_pages(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Retired pages (pre-Ampere; N/A on Ampere+ where row remapping replaces it): pending, count limits."""
+    limits = {"warn": th["retired_pages_warn"], "fail": th["retired_pages_fail"], "pending": 0}
+    miss = _not_value("retired_pages", gpu, "retired_pages", limits)
+    if miss:
+        return miss
+    pages = gpu["values"]["retired_pages"]
+    total = int(pages.get("sbe", 0)) + int(pages.get("dbe", 0))
+    value = {"sbe": int(pages.get("sbe", 0)), "dbe": int(pages.get("dbe", 0)), "pending": bool(pages.get("pending"))}
+    if value["pending"]:
+        return check("retired_pages", gpu, FAIL, value, limits,
+                     "a page retirement is pending; reset the GPU or reboot to retire it")
+    if total > int(th["retired_pages_fail"]):
+        return check("retired_pages", gpu, FAIL, value, limits,
+                     f"{total} retired pages exceed {th['retired_pages_fail']}: the table is nearly full; "
+                     "replace the GPU")
+    if total > int(th["retired_pages_warn"]):
+        return check("retired_pages", gpu, WARN, value, limits,
+                     f"{total} retired pages exceed {th['retired_pages_warn']}")
+    return check("retired_pages", gpu, OK, value, limits, f"{total} retired page(s), none pending")
+
+
+def check_remapped_rows(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Row remapping (Ampere+): pending -> fail (reset needed), failure -> fail, uncorrectable > 512 -> fail."""
+    limit = int(th["remapped_rows_uncorrectable_fail"])
+    limits = {"pending": 0, "failure": 0, "uncorrectable": limit}
+    miss = _not_value("remapped_rows", gpu, "remapped_rows", limits)
+    if miss:
+        return miss
+    rows = gpu["values"]["remapped_rows"]
+    value = {k: int(rows.get(k, 0)) for k in ("corrected", "uncorrected", "pending", "failure")}
+    if value["failure"]:
+        return check("remapped_rows", gpu, FAIL, value, limits,
+                     "a row remapping failed; the GPU needs hardware inspection (RMA)")
+    if value["pending"]:
+        return check("remapped_rows", gpu, FAIL, value, limits,
+                     "a row remapping is pending; reset the GPU or reboot to apply it")
+    if value["uncorrected"] > limit:
+        return check("remapped_rows", gpu, FAIL, value, limits,
+                     f"{value['uncorrected']} rows remapped for uncorrectable errors exceed {limit}")
+    return check("remapped_rows", gpu, OK, value, limits,
+                 f"{value['corrected'] + value['uncorrected']} row(s) remapped, none pending")
+
+
+def check_xid(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """XID events in the window: a critical XID fails, any other (not ignored) warns (Azure list, deepops 94)."""
+    critical = {int(x) for x in th.get("xid_critical") or []}
+    ignore = {int(x) for x in th.get("xid_ignore") or []}
+    limits = {"window_s": th.get("xid_window_s"), "critical": sorted(critical), "ignore": sorted(ignore)}
+    miss = _not_value("xid", gpu, "xid", limits)
+    if miss:
+        return miss
+    codes = sorted({int(e["code"]) for e in gpu["values"]["xid"]} - ignore)
+    bad = [c for c in codes if c in critical]
+    if bad:
+        return check("xid", gpu, FAIL, codes, limits,
+                     f"critical XID {', '.join(map(str, bad))} in the last {th.get('xid_window_s')} s; drain the "
+                     "node and follow NVIDIA's XID catalogue")
+    if codes:
+        return check("xid", gpu, WARN, codes, limits, f"XID {', '.join(map(str, codes))} in the window")
+    return check("xid", gpu, OK, codes, limits, "no XID event in the window")
+
+
+def check_pcie(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
+    """PCIe link width below max (fail) and generation below max while busy (warn; idle GPUs down-train)."""
+    miss = _not_value("pcie_link_width", gpu, "pcie", "max")
+    if miss:
+        return [miss, dict(miss, name="pcie_link_gen")]
+    pcie = gpu["values"]["pcie"]
+    width, max_width = int(pcie["width"]), int(pcie["max_width"])
+    gen, max_gen = int(pcie["gen"]), int(pcie["max_gen"])
+    if width < max_width:
+        status = th.get("pcie_width_status", FAIL)
+        width_check = check("pcie_link_width", gpu, status, width, max_width,
+                            f"PCIe link trained at x{width}, the GPU supports x{max_width}; reseat the GPU or riser")
+    else:
+        width_check = check("pcie_link_width", gpu, OK, width, max_width, f"PCIe link x{width}")
+    idle = bool(gpu.get("values", {}).get("idle"))
+    if gen >= max_gen:
+        gen_check = check("pcie_link_gen", gpu, OK, gen, max_gen, f"PCIe gen {gen}")
+    elif idle:
+        gen_check = check("pcie_link_gen", gpu, OK, gen, max_gen,
+                          f"PCIe gen {gen} below gen {max_gen} while the GPU is idle (power saving, expected)")
+    else:
+        gen_check = check("pcie_link_gen", gpu, th.get("pcie_gen_status", WARN), gen, max_gen,
+                          f"PCIe gen {gen} below gen {max_gen} while the GPU is busy")
+    return [width_check, gen_check]
+
+
+def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Every NVLink of the GPU is up (Azure: any inactive link fails)."""
+    del th
+    miss = _not_value("nvlink", gpu, "nvlink", "all up")
+    if miss:
+        return miss
+    links = list(gpu["values"]["nvlink"])
+    if not links:
+        return check("nvlink", gpu, OK, {"up": 0, "down": []}, "all up", "no NVLink on this GPU")
+    down = [i for i, up in enumerate(links) if not up]
+    value = {"up": len(links) - len(down), "down": down}
+    if down:
+        return check("nvlink", gpu, FAIL, value, "all up",
+                     f"NVLink {', '.join(map(str, down))} down ({value['up']}/{len(links)} up)")
+    return check("nvlink", gpu, OK, value, "all up", f"all {len(links)} NVLinks up")
+
+
+def check_temperature(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """GPU temperature vs the slowdown threshold (or ``temperature_fail_c``), warning within a margin."""
+    miss = _not_value("temperature", gpu, "temperature", th.get("temperature_fail_c"))
+    if miss:
+        return miss
+    temp = gpu["values"]["temperature"]
+    current = int(temp["gpu"])
+    limit = th.get("temperature_fail_c")
+    limit = int(limit if limit is not None else temp.get("slowdown") or 0) or None
+    if limit is None:
+        return check("temperature", gpu, OK, current, None, f"{current} C; no slowdown threshold known")
+    margin = int(th.get("temperature_warn_margin_c", 5))
+    limits = {"warn": limit - margin, "fail": limit}
+    if current >= limit:
+        return check("temperature", gpu, FAIL, current, limits, f"{current} C reached the limit {limit} C")
+    if current >= limit - margin:
+        return check("temperature", gpu, WARN, current, limits, f"{current} C within {margin} C of {limit} C")
+    return check("temperature", gpu, OK, current, limits, f"{current} C")
+
+
+def check_clock_events(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Clock-event reasons: HW thermal / HW slowdown / power brake fail; SW thermal warns; the rest are benign."""
+    del th
+    limits = {"fail": decode_clock_events(CLOCK_EVENT_FAIL), "warn": decode_clock_events(CLOCK_EVENT_WARN)}
+    miss = _not_value("clock_events", gpu, "clock_event_reasons", limits)
+    if miss:
+        return miss
+    mask = int(gpu["values"]["clock_event_reasons"])
+    names = decode_clock_events(mask)
+    if mask & CLOCK_EVENT_FAIL:
+        bad = decode_clock_events(mask & CLOCK_EVENT_FAIL)
+        return check("clock_events", gpu, FAIL, names, limits,
+                     f"clocks slowed by {', '.join(bad)}; check cooling and power")
+    if mask & CLOCK_EVENT_WARN:
+        return check("clock_events", gpu, WARN, names, limits, "clocks slowed by the driver's thermal limit")
+    return check("clock_events", gpu, OK, names, limits, f"clock events: {', '.join(names) or 'none'}")
+
+
+def check_processes(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """Compute processes on a GPU that should be idle (``idle_expected``); allowed names pass (GCM running_procs)."""
+    allowed = [str(n) for n in th.get("idle_allowed_processes") or []]
+    expect_idle = bool(th.get("idle_expected"))
+    miss = _not_value("processes", gpu, "processes", "none" if expect_idle else None)
+    if miss:
+        return miss
+    procs = gpu["values"]["processes"]
+    foreign = [p for p in procs if p.get("name") not in allowed]
+    value = [{"pid": p["pid"], "name": p.get("name"), "used_memory_mib": p.get("used_memory_mib")} for p in foreign]
+    if not expect_idle:
+        return check("processes", gpu, OK, value, None, f"{len(procs)} compute process(es); idle not expected")
+    if foreign:
+        listed = ", ".join(f"{p['pid']} ({p.get('name') or 'unknown'})" for p in foreign)
+        return check("processes", gpu, FAIL, value, "none",
+                     f"GPU expected idle but process(es) {listed} run on it")
+    return check("processes", gpu, OK, value, "none", "no foreign compute process")
+
+
+def mig_signature(layout: dict[str, Any]) -> dict[str, Any]:
+    """Reduce a MIG layout to what must match: mode and sorted ``[profile, start, size, compute instances]``."""
+    gis = []
+    for gi in layout.get("gpu_instances") or []:
+        cis = sorted(str(ci.get("profile_name") or ci.get("name") or ci.get("profile_id"))
+                     for ci in gi.get("compute_instances") or [])
+        gis.append([str(gi.get("profile_name") or gi.get("profile_id")), int(gi.get("start", 0)),
+                    int(gi.get("size", 0)), cis])
+    return {"enabled": bool(layout.get("enabled", layout.get("current"))), "gpu_instances": sorted(gis)}
+
+
+def check_mig_layout(gpu: dict[str, Any], expected: dict[str, Any] | None) -> dict:
+    """The GPU's MIG mode and instances equal those the nvidia_mig role recorded (when it recorded them)."""
+    if expected is None:
+        return check("mig_layout", gpu, OK, None, None, "no recorded MIG layout for this GPU; not checked")
+    miss = _not_value("mig_layout", gpu, "mig", mig_signature(expected))
+    if miss:
+        return miss
+    found, want = mig_signature(gpu["values"]["mig"]), mig_signature(expected)
+    if found != want:
+        return check("mig_layout", gpu, FAIL, found, want,
+                     "the MIG layout differs from the one recorded by the nvidia_mig role; run "
+                     "playbooks/mig_reconfigure.yml")
+    return check("mig_layout", gpu, OK, found, want, "MIG layout as recorded")
+
+
+def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, Any] | None) -> list[dict]:
+    """Run every per-GPU check; a lost GPU gets one ``gpu_lost`` fail and nothing else."""
+    if gpu.get("lost"):
+        return [check("gpu_lost", gpu, FAIL, True, False,
+                      "the GPU has fallen off the bus (NVML: GPU is lost); drain the node, reboot, and replace "
+                      "the GPU if it recurs")]
+    out = [check("gpu_lost", gpu, OK, False, False, "GPU reachable"), check_gpu_model(gpu, th),
+           check_persistence(gpu, th)]
+    out += check_ecc(gpu, th)
+    out += [check_retired_pages(gpu, th), check_remapped_rows(gpu, th), check_xid(gpu, th)]
+    out += check_pcie(gpu, th)
+    out += [check_nvlink(gpu, th), check_temperature(gpu, th), check_clock_events(gpu, th),
+            check_processes(gpu, th), check_mig_layout(gpu, mig_expected)]
+    return out
+
+
+def evaluate_dcgm_diag(level: int, rc: int, output: str) -> dict:
+    """``dcgmi diag -r <level>``: fail on a non-zero exit or a ``Fail``/``Error`` result line (deepops' rule)."""
+    bad = [line.strip(" |") for line in output.splitlines() if re.search(r"\b(Fail|FAIL|Error|ERROR)\b", line)]
+    threshold = f"level {level} passes"
+    if rc != 0 or bad:
+        detail = "; ".join(bad[:5]) or f"exit status {rc}"
+        return check("dcgm_diag", None, FAIL, bad or rc, threshold, f"dcgmi diag -r {level} failed: {detail}")
+    return check("dcgm_diag", None, OK, [], threshold, f"dcgmi diag -r {level} passed")
+
+
+def evaluate_container_smoke(rc: int, stdout: str, stderr: str, gpu_count: int | None) -> dict:
+    """A container with every GPU must list them all with ``nvidia-smi -L``."""
+    listed = len([line for line in stdout.splitlines() if line.startswith("GPU ")])
+    if rc != 0:
+        last = (stderr or stdout).strip().splitlines()
+        return check("container_smoke", None, FAIL, listed, gpu_count,
+                     f"the GPU container exited with status {rc}: {last[-1] if last else 'no output'}")
+    if gpu_count is not None and listed != gpu_count:
+        return check("container_smoke", None, FAIL, listed, gpu_count,
+                     f"the GPU container sees {listed} GPU(s), the host has {gpu_count}")
+    return check("container_smoke", None, OK, listed, gpu_count, f"the GPU container sees {listed} GPU(s)")
+
+
+def thresholds_from(params: dict[str, Any]) -> dict[str, Any]:
+    """Return :data:`DEFAULT_THRESHOLDS` overlaid with the non-None values of ``params`` it knows."""
+    out = dict(DEFAULT_THRESHOLDS)
+    for key, value in params.items():
+        if key in out and value is not None:
+            out[key] = value
+    return out
+
+
+def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
+    """Evaluate a whole measurement document; return every check, host-wide ones first."""
+    if meas.get("init_error"):
+        return [check("nvml", None, FAIL, None, "NVML initialised", meas["init_error"])]
+    mig_doc = meas.get("mig_expected") or {}
+    out = [check_gpu_count(meas, th), check_driver_version(meas, th), check_fabric_manager(meas, th),
+           check_vbios_consistency(meas, th)]
+    for gpu in meas.get("gpus", []):
+        out += check_gpu(gpu, th, mig_doc.get(str(gpu.get("uuid"))) if mig_doc else None)
+    return out
+
+
+def summarize(checks: list[dict]) -> dict[str, Any]:
+    """Return ``{status, counts: {ok, warn, fail}, failed: [names with GPU index]}``."""
+    counts = {OK: 0, WARN: 0, FAIL: 0}
+    for item in checks:
+        counts[item["status"]] += 1
+    failed = [f"{c['name']}" + (f"[gpu {c['gpu']['index']}]" if c.get("gpu") else "")
+              for c in checks if c["status"] == FAIL]
+    return {"status": worst([c["status"] for c in checks]), "counts": counts, "failed": failed}

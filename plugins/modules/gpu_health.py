@@ -1,0 +1,436 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module gpufleet.nvidia.gpu_health: one health check of every GPU of a host, in one NVML session."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_health
+short_description: Check the health of every NVIDIA GPU of a host (ECC, row remapping, XID, PCIe, NVLink, thermals...)
+version_added: "0.1.0"
+description:
+  - Reads every GPU through NVML in one session and evaluates each reading against a threshold. Every check
+    returns C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id); null for host-wide checks), C(status)
+    (C(ok), C(warn) or C(fail)), the measured C(value), the C(threshold) it was compared with and a C(message).
+  - "Host-wide checks: C(gpu_count), C(driver_version), C(fabric_manager), C(vbios_consistency) (or a single C(nvml)
+    check when NVML cannot start). Per-GPU checks: C(gpu_lost), C(gpu_model), C(persistence_mode),
+    C(ecc_uncorrected_volatile), C(ecc_corrected_volatile), C(retired_pages), C(remapped_rows), C(xid),
+    C(pcie_link_width), C(pcie_link_gen), C(nvlink), C(temperature), C(clock_events), C(processes), C(mig_layout)."
+  - A check that does not apply to a GPU (NVML answers NOT_SUPPORTED, for example retired pages on Ampere and
+    newer) is C(ok) with a null value and says so. A reading that fails for another reason is C(fail).
+  - The host fails when any check fails (see O(fail_on)); the full report is in RV(health) either way.
+  - Read-only. The default thresholds, and where they come from, are listed in docs/health.md.
+author:
+  - gpufleet contributors
+options:
+  expected_gpu_count:
+    description: Number of GPUs the host must have (exact). Not checked when null.
+    type: int
+  expected_gpu_models:
+    description: Each GPU's name must contain one of these (case-insensitive), for example C(H100). Empty - not checked.
+    type: list
+    elements: str
+    default: []
+  expected_driver_version:
+    description: Driver version that must be loaded; a branch or prefix matches at a dot (C(570) matches C(570.172.08)).
+    type: str
+  expected_vbios_version:
+    description: VBIOS every GPU must run. When null, the GPUs of one model must only agree with each other.
+    type: str
+  persistence_mode_expected:
+    description: Fail a GPU whose persistence mode is disabled.
+    type: bool
+    default: true
+  ecc_uncorrected_volatile_fail:
+    description: Fail when the volatile uncorrectable ECC count exceeds this.
+    type: int
+    default: 0
+  ecc_corrected_volatile_warn:
+    description: Warn when the volatile correctable ECC count exceeds this.
+    type: int
+    default: 10000
+  ecc_corrected_volatile_fail:
+    description: Fail when the volatile correctable ECC count exceeds this.
+    type: int
+    default: 50000000
+  retired_pages_warn:
+    description: Warn when more pages than this are retired (SBE + DBE; pre-Ampere GPUs).
+    type: int
+    default: 10
+  retired_pages_fail:
+    description: Fail when more pages than this are retired. A pending retirement always fails.
+    type: int
+    default: 61
+  remapped_rows_uncorrectable_fail:
+    description:
+      - Fail when more rows than this were remapped for uncorrectable errors.
+      - A pending or a failed remapping always fails.
+    type: int
+    default: 512
+  xid_window_s:
+    description: How far back (seconds) the kernel log is searched for XID events.
+    type: int
+    default: 7200
+  xid_critical:
+    description: XIDs that fail the GPU. Any other XID in the window (not in O(xid_ignore)) warns.
+    type: list
+    elements: int
+    default: [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
+  xid_ignore:
+    description: XIDs that are not reported at all (94 - contained ECC error, the application was told).
+    type: list
+    elements: int
+    default: [94]
+  xid_wait_ms:
+    description:
+      - How long to wait (milliseconds) for XID events on the NVML event set registered by this call. 0 turns the
+        NVML source off.
+    type: int
+    default: 100
+  xid_kernel_log:
+    description:
+      - Also search the kernel log (C(journalctl -k)) of the last O(xid_window_s) seconds for C(NVRM: Xid) lines.
+    type: bool
+    default: true
+  temperature_fail_c:
+    description: Fail at or above this GPU temperature (C). Null - the GPU's own slowdown threshold from NVML.
+    type: int
+  temperature_warn_margin_c:
+    description: Warn this many degrees below the fail temperature.
+    type: int
+    default: 5
+  pcie_width_status:
+    description: Status of a GPU whose PCIe link trained narrower than its maximum.
+    type: str
+    choices: [warn, fail]
+    default: fail
+  pcie_gen_status:
+    description:
+      - Status of a busy GPU whose PCIe link runs below its maximum generation.
+      - An idle GPU legitimately down-trains its link to save power; that is always ok.
+    type: str
+    choices: [ok, warn, fail]
+    default: warn
+  nvswitch_expected:
+    description: The host has NVSwitches, so C(nvidia-fabricmanager) must be active.
+    type: bool
+    default: false
+  fabric_manager_service:
+    description: The fabric manager's systemd unit.
+    type: str
+    default: nvidia-fabricmanager
+  idle_expected:
+    description: The GPUs should be idle; any compute process not in O(idle_allowed_processes) fails its GPU.
+    type: bool
+    default: false
+  idle_allowed_processes:
+    description: Process names that do not count as foreign on an idle GPU.
+    type: list
+    elements: str
+    default: [nvidia-cuda-mps-server]
+  mig_state_file:
+    description: MIG layout recorded by the C(nvidia_mig) role; when the file exists each GPU must match it.
+    type: path
+    default: /etc/gpufleet/mig-state.json
+  previous_report:
+    description: The last report (JSON written by the C(gpu_health) role); names a lost GPU by UUID and bus id.
+    type: path
+    default: /var/lib/gpufleet/health.json
+  skip_checks:
+    description: Names of checks not to report.
+    type: list
+    elements: str
+    default: []
+  dcgm_diag_level:
+    description:
+      - Run C(dcgmi diag -r N) (1 quick, seconds; 2 medium, about 2 minutes; 3 long; 4 extended) and report it as
+        the host-wide C(dcgm_diag) check (fails on a non-zero exit or any C(Fail)/C(Error) result, as deepops).
+        0 turns it off. Needs the DCGM host engine (the C(nvidia_dcgm) role).
+    type: int
+    choices: [0, 1, 2, 3, 4]
+    default: 0
+  container_runtime:
+    description:
+      - Container engine for a smoke test (C(docker), C(podman) or C(nerdctl)) that runs O(container_image) with
+        every GPU (CDI device C(nvidia.com/gpu=all)) and C(nvidia-smi -L); the host-wide C(container_smoke) check
+        fails unless every GPU is listed. Null - no smoke test.
+    type: str
+    choices: [docker, podman, nerdctl]
+  container_image:
+    description: Image of the smoke test.
+    type: str
+    default: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+  fail_on:
+    description: Fail the task when a check has this status or worse (C(never) - always return).
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+requirements:
+  - nvidia-ml-py == 13.615.71 on the managed host
+  - an NVIDIA driver (libnvidia-ml.so.1)
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Never changes anything.
+notes:
+  - XID events come from two sources. The kernel log gives the window (C(journalctl -k --since)). NVML events
+    only arrive for XIDs raised while this call's event set is registered (O(xid_wait_ms)), so they catch events
+    of the moment, never older ones. Hosts without a readable kernel journal rely on NVML alone and the
+    RV(health.xid_sources) list says so.
+seealso:
+  - module: gpufleet.nvidia.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Check GPU health (8 H100 on an NVSwitch board, driver branch 570)
+  gpufleet.nvidia.gpu_health:
+    expected_gpu_count: 8
+    expected_gpu_models: [H100]
+    expected_driver_version: "570"
+    nvswitch_expected: true
+  vars:
+    ansible_python_interpreter: "{{ gpufleet_python }}"
+
+- name: Health report without failing the host (a later task decides)
+  gpufleet.nvidia.gpu_health:
+    idle_expected: true
+    fail_on: never
+  vars:
+    ansible_python_interpreter: "{{ gpufleet_python }}"
+  register: __health
+
+- name: Show failing checks
+  ansible.builtin.debug:
+    msg: "{{ __health.health.checks | selectattr('status', 'equalto', 'fail') | list }}"
+"""
+
+RETURN = r"""
+health:
+  description: The report.
+  returned: always
+  type: dict
+  contains:
+    status: {description: Worst status of all checks (ok, warn or fail)., type: str, sample: ok}
+    counts: {description: Number of checks per status., type: dict, sample: {ok: 120, warn: 0, fail: 0}}
+    failed: {description: Failing checks as C(name[gpu N])., type: list, elements: str}
+    checks:
+      description:
+        - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(value),
+          C(threshold), C(message).
+      type: list
+      elements: dict
+    gpus:
+      description: Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(status) (worst of its checks).
+      type: list
+      elements: dict
+    driver_version: {description: Loaded driver version., type: str, sample: 570.172.08}
+    cuda_version: {description: CUDA version of the driver., type: str, sample: "12.8"}
+    gpu_count: {description: GPUs found., type: int, sample: 8}
+    xid_sources:
+      description: Where XIDs were read from - C(source) (nvml or kernel) and C(error) (null when it worked).
+      type: list
+      elements: dict
+    thresholds: {description: The thresholds used., type: dict}
+msg:
+  description: One line - the status and the failing checks.
+  returned: always
+  type: str
+"""
+
+import json
+import os
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import run_command
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_health import (
+    merge_kernel_xids,
+    parse_kernel_xids,
+    read_host,
+)
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "expected_gpu_count": {"type": "int"},
+    "expected_gpu_models": {"type": "list", "elements": "str", "default": []},
+    "expected_driver_version": {"type": "str"},
+    "expected_vbios_version": {"type": "str"},
+    "persistence_mode_expected": {"type": "bool", "default": True},
+    "ecc_uncorrected_volatile_fail": {"type": "int", "default": 0},
+    "ecc_corrected_volatile_warn": {"type": "int", "default": 10000},
+    "ecc_corrected_volatile_fail": {"type": "int", "default": 50000000},
+    "retired_pages_warn": {"type": "int", "default": 10},
+    "retired_pages_fail": {"type": "int", "default": 61},
+    "remapped_rows_uncorrectable_fail": {"type": "int", "default": 512},
+    "xid_window_s": {"type": "int", "default": 7200},
+    "xid_critical": {"type": "list", "elements": "int", "default": list(hc.AZURE_CRITICAL_XIDS)},
+    "xid_ignore": {"type": "list", "elements": "int", "default": [94]},
+    "xid_wait_ms": {"type": "int", "default": 100},
+    "xid_kernel_log": {"type": "bool", "default": True},
+    "temperature_fail_c": {"type": "int"},
+    "temperature_warn_margin_c": {"type": "int", "default": 5},
+    "pcie_width_status": {"type": "str", "choices": ["warn", "fail"], "default": "fail"},
+    "pcie_gen_status": {"type": "str", "choices": ["ok", "warn", "fail"], "default": "warn"},
+    "nvswitch_expected": {"type": "bool", "default": False},
+    "fabric_manager_service": {"type": "str", "default": "nvidia-fabricmanager"},
+    "idle_expected": {"type": "bool", "default": False},
+    "idle_allowed_processes": {"type": "list", "elements": "str", "default": ["nvidia-cuda-mps-server"]},
+    "mig_state_file": {"type": "path", "default": "/etc/gpufleet/mig-state.json"},
+    "previous_report": {"type": "path", "default": "/var/lib/gpufleet/health.json"},
+    "skip_checks": {"type": "list", "elements": "str", "default": []},
+    "dcgm_diag_level": {"type": "int", "choices": [0, 1, 2, 3, 4], "default": 0},
+    "container_runtime": {"type": "str", "choices": ["docker", "podman", "nerdctl"]},
+    "container_image": {"type": "str", "default": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
+    "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+}
+
+
+def load_json(path: str) -> Any:
+    """Return the parsed JSON file at ``path``, or None when it does not exist or does not parse."""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def mig_expectations(doc: Any) -> dict[str, Any] | None:
+    """Index a recorded MIG state by GPU UUID: accepts ``{"gpus": [{uuid, mig|...}]}`` or ``{uuid: layout}``."""
+    if not isinstance(doc, dict):
+        return None
+    entries = doc.get("gpus")
+    if isinstance(entries, list):
+        out = {}
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("uuid"):
+                layout = entry.get("mig") if isinstance(entry.get("mig"), dict) else entry
+                out[str(entry["uuid"])] = layout
+        return out
+    return {k: v for k, v in doc.items() if str(k).startswith("GPU-") and isinstance(v, dict)}
+
+
+def fill_lost_identity(meas: dict[str, Any], previous: Any) -> None:
+    """Name lost GPUs (NVML cannot read their UUID) by index from the previous report, when there is one."""
+    known = {}
+    if isinstance(previous, dict):
+        for gpu in previous.get("gpus") or []:
+            if isinstance(gpu, dict) and gpu.get("index") is not None:
+                known[int(gpu["index"])] = gpu
+    for gpu in meas.get("gpus", []):
+        if gpu.get("lost") and not gpu.get("uuid") and gpu["index"] in known:
+            gpu["uuid"] = known[gpu["index"]].get("uuid")
+            gpu["pci_bus_id"] = known[gpu["index"]].get("pci_bus_id")
+
+
+def kernel_xids(module: AnsibleModule, window_s: int) -> tuple[list[dict[str, Any]], str | None]:
+    """XID lines of the kernel journal in the window; ``(events, error message or None)``."""
+    since = time.time() - window_s
+    journalctl = module.get_bin_path("journalctl")
+    if journalctl is None:
+        return [], "journalctl not found; kernel-log XIDs not read"
+    rc, out, err = run_command(module, [journalctl, "-k", "-q", "--no-pager", "-o", "short-unix",
+                                        "--since", f"@{int(since)}"])
+    if rc != 0:
+        return [], f"journalctl -k failed (rc {rc}): {(err or out).strip()[:200]}"
+    return parse_kernel_xids(out, since), None
+
+
+def fabric_manager_state(module: AnsibleModule, service: str) -> str:
+    """``systemctl is-active <service>`` (active, inactive, failed, unknown...)."""
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl is None:
+        return "unknown (no systemctl)"
+    _rc, out, _err = run_command(module, [systemctl, "is-active", service])
+    return out.strip() or "unknown"
+
+
+def dcgm_diag(module: AnsibleModule, level: int) -> dict[str, Any]:
+    """Run ``dcgmi diag -r <level>``; return the host-wide ``dcgm_diag`` check."""
+    dcgmi = module.get_bin_path("dcgmi")
+    if dcgmi is None:
+        return hc.check("dcgm_diag", None, hc.FAIL, None, f"level {level} passes",
+                        "dcgmi not found; install DCGM (the nvidia_dcgm role) or set dcgm_diag_level to 0")
+    rc, out, err = run_command(module, [dcgmi, "diag", "-r", str(level)])
+    return hc.evaluate_dcgm_diag(level, rc, out + err)
+
+
+def container_smoke(module: AnsibleModule, runtime: str, image: str, gpu_count: int | None) -> dict[str, Any]:
+    """Run ``nvidia-smi -L`` in a container with every GPU; return the host-wide ``container_smoke`` check."""
+    engine = module.get_bin_path(runtime)
+    if engine is None:
+        return hc.check("container_smoke", None, hc.FAIL, None, gpu_count,
+                        f"{runtime} not found; install the container engine or unset container_runtime")
+    rc, out, err = run_command(module, [engine, "run", "--rm", "--device", "nvidia.com/gpu=all", image,
+                                        "nvidia-smi", "-L"])
+    return hc.evaluate_container_smoke(rc, out, err, gpu_count)
+
+
+def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> dict[str, Any]:
+    """Evaluate the measurements; return the report (status, counts, checks, per-GPU status)."""
+    checks = [c for c in hc.evaluate_host(meas, th) + meas.get("extra_checks", []) if c["name"] not in skip]
+    summary = hc.summarize(checks)
+    gpus = []
+    for gpu in meas.get("gpus", []):
+        mine = [c["status"] for c in checks if c.get("gpu") and c["gpu"]["index"] == gpu["index"]]
+        gpus.append({"index": gpu["index"], "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
+                     "name": gpu.get("values", {}).get("name"), "status": hc.worst(mine)})
+    return {"status": summary["status"], "counts": summary["counts"], "failed": summary["failed"],
+            "checks": checks, "gpus": gpus, "driver_version": meas.get("driver_version"),
+            "cuda_version": meas.get("cuda_version"), "gpu_count": meas.get("gpu_count"),
+            "xid_sources": meas.get("xid_sources", []), "thresholds": th}
+
+
+def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
+    """Read NVML, the kernel log and the fabric manager; return the measurement document."""
+    params = module.params
+    mig_doc = mig_expectations(load_json(params["mig_state_file"]))
+    try:
+        with nvml_session() as nvml:
+            meas = read_host(nvml, want_mig=True, xid_wait_ms=params["xid_wait_ms"])
+    except NvmlError as exc:
+        meas = {"init_error": str(exc), "gpus": [], "xid_sources": []}
+        return meas
+    meas["mig_expected"] = mig_doc
+    fill_lost_identity(meas, load_json(params["previous_report"]))
+    if params["xid_kernel_log"]:
+        events, error = kernel_xids(module, th["xid_window_s"])
+        meas["xid_sources"].append({"source": "kernel", "error": error, "window_s": th["xid_window_s"]})
+        merge_kernel_xids(meas, events)
+    if th["nvswitch_expected"]:
+        meas["fabric_manager"] = fabric_manager_state(module, params["fabric_manager_service"])
+    extra = meas.setdefault("extra_checks", [])
+    if params["dcgm_diag_level"]:
+        extra.append(dcgm_diag(module, params["dcgm_diag_level"]))
+    if params["container_runtime"]:
+        extra.append(container_smoke(module, params["container_runtime"], params["container_image"],
+                                     meas.get("gpu_count")))
+    return meas
+
+
+def main() -> None:
+    """Entry point."""
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    th = hc.thresholds_from(module.params)
+    report = build_report(measure(module, th), th, module.params["skip_checks"])
+    status = report["status"]
+    failed = ", ".join(report["failed"]) or "no failing check"
+    msg = f"health {status}: {failed}"
+    fail_on = module.params["fail_on"]
+    if (fail_on == "fail" and status == hc.FAIL) or (fail_on == "warn" and status in (hc.WARN, hc.FAIL)):
+        module.fail_json(msg=msg, health=report, changed=False)
+    module.exit_json(changed=False, msg=msg, health=report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""gpufleet.nvidia.gpu_health against the simulated driver: one fault at a time, the right check fails.
+
+Fast real path: real Ansible (ad-hoc ``ansible localhost -m gpufleet.nvidia.gpu_health``, local connection), real
+pynvml, the simulator's ``libnvidia-ml.so.1`` (``LD_LIBRARY_PATH``) and a temporary state file
+(``NVML_SIM_STATE``); faults are injected with ``gpufleet.sim.hardware`` exactly as ``gpusim`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.sim import hardware, store
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_PYTHON = sys.executable
+ANSIBLE = str(Path(sys.executable).with_name("ansible"))
+DRIVER_VERSION = "570.172.08"
+LIB_DIR = ROOT / "build" / "health" / "lib"
+PRESET = "8xH100-NVSwitch"
+
+
+# --------------------------------------------------------------------------------------------------- fixtures
+
+
+def build_sim_library(out_dir: Path, driver_version: str) -> Path:
+    """Build the simulator's libnvidia-ml.so.1 (``gpufleet.sim.build`` when present, else its Makefile)."""
+    try:
+        from gpufleet.sim.build import build_library
+    except ImportError:
+        subprocess.run(["make", "-j1", "-s", "-C", str(ROOT / "src/gpufleet/sim/native"), f"OUT={out_dir}",
+                        f"DRIVER_VERSION={driver_version}", f"PYTHON={VENV_PYTHON}"], check=True)
+        return out_dir / "libnvidia-ml.so.1"
+    return Path(build_library(out_dir, driver_version))
+
+
+@pytest.fixture(scope="session")
+def sim_lib_dir() -> Path:
+    lib = build_sim_library(LIB_DIR, DRIVER_VERSION)
+    assert lib.is_file()
+    return lib.parent
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    presets = pytest.importorskip("gpufleet.sim.presets")
+    doc = presets.build_state(PRESET, 1)
+    for gpu in doc["gpus"]:  # a provisioned host: nvidia-persistenced has turned persistence mode on
+        gpu["persistence_mode"] = 1
+    doc["require_root"] = False
+    return store.create(tmp_path / "state.json", doc)
+
+
+def fake_tool(directory: Path, name: str, script: str) -> None:
+    """Put an executable shell script ``name`` in ``directory`` (prepended to PATH by :func:`run_health`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + script, encoding="utf-8")
+    path.chmod(0o755)
+
+
+def run_health(lib_dir: Path, state: Path, tmp: Path, fake_bin: Path | None = None, check_mode: bool = False,
+               **params: Any) -> tuple[int, dict[str, Any]]:
+    """Run the module once on localhost; return (ansible's rc, the module result)."""
+    args = {"mig_state_file": str(tmp / "no-mig-state.json"), "previous_report": str(tmp / "no-report.json"),
+            "xid_kernel_log": False, "xid_wait_ms": 50, "fail_on": "never"}
+    args.update(params)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), NVML_SIM_STATE=str(state),
+               ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"))
+    if fake_bin is not None:
+        env["PATH"] = f"{fake_bin}:{env['PATH']}"
+    argv = [ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-m", "gpufleet.nvidia.gpu_health",
+            "-a", json.dumps(args), "-e", f"ansible_python_interpreter={VENV_PYTHON}"]
+    if check_mode:
+        argv.append("--check")
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=120)
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"no JSON from ansible (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
+    return proc.returncode, doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def checks_of(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [c for c in result["health"]["checks"] if c["name"] == name]
+
+
+def only_failure(result: dict[str, Any]) -> dict[str, Any]:
+    """The single failing check of a report (fails the test when there are none or several)."""
+    failing = [c for c in result["health"]["checks"] if c["status"] == "fail"]
+    assert len(failing) == 1, [(c["name"], c["gpu"], c["message"]) for c in failing]
+    return failing[0]
+
+
+def gpu_identity(state: Path, index: int) -> dict[str, Any]:
+    gpu = store.load(state)["gpus"][index]
+    return {"index": index, "uuid": gpu["uuid"], "pci_bus_id": gpu["pci"]["bus_id"]}
+
+
+# --------------------------------------------------------------------------------------------------- healthy
+
+
+def test_healthy_8xh100_every_check_ok(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    rc, result = run_health(sim_lib_dir, state, tmp_path, expected_gpu_count=8, expected_gpu_models=["H100"],
+                            expected_driver_version="570", idle_expected=True, fail_on="fail")
+    assert rc == 0, result.get("msg")
+    report = result["health"]
+    bad = [(c["name"], c["gpu"], c["message"]) for c in report["checks"] if c["status"] != "ok"]
+    assert bad == []
+    assert report["status"] == "ok"
+    assert report["gpu_count"] == 8
+    assert report["driver_version"] == DRIVER_VERSION
+    per_gpu = [c for c in report["checks"] if c["gpu"]]
+    assert {c["gpu"]["index"] for c in per_gpu} == set(range(8))
+    assert len(checks_of(result, "nvlink")) == 8
+    assert result["changed"] is False
+
+
+def test_check_mode_reports_the_same(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("nvlink-down", "2", {"link": 0}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, check_mode=True)
+    assert rc == 0
+    assert only_failure(result)["name"] == "nvlink"
+
+
+# --------------------------------------------------------------------------------------------------- fault matrix
+
+FAULTS = [
+    # (id, fault, gpu, args, module params, check, expected value)
+    ("ecc-uncorrectable", "ecc-uncorrectable", 1, {"count": 3}, {}, "ecc_uncorrected_volatile", 3),
+    ("remap-failure", "remap-failure", 4, {}, {}, "remapped_rows",
+     {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 1}),
+    ("remap-pending", "remap-pending", 5, {}, {}, "remapped_rows",
+     {"corrected": 0, "uncorrected": 1, "pending": 1, "failure": 0}),
+    ("pcie-x8", "pcie-downgrade", 6, {"width": 8}, {}, "pcie_link_width", 8),
+    ("nvlink-down", "nvlink-down", 7, {"link": 3}, {}, "nvlink", {"up": 17, "down": [3]}),
+    ("foreign-process", "process", 2, {"pid": 4242, "name": "python3", "used_memory_mib": 2048},
+     {"idle_expected": True}, "processes", [{"pid": 4242, "name": "python3", "used_memory_mib": 2048}]),
+    ("nvml-read-error", "nvml-error", 3, {"function": "nvmlDeviceGetRemappedRows", "code": 999}, {},
+     "remapped_rows", None),
+]
+
+
+@pytest.mark.parametrize(("fault", "index", "args", "params", "check", "value"), [f[1:] for f in FAULTS],
+                         ids=[f[0] for f in FAULTS])
+def test_fault_fails_its_check(sim_lib_dir: Path, state: Path, tmp_path: Path, fault: str, index: int,
+                               args: dict[str, Any], params: dict[str, Any], check: str, value: Any) -> None:
+    hardware.inject(fault, str(index), args, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, **params, fail_on="fail")
+    assert rc != 0, "the module must fail the host"
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["value"]) == (check, gpu_identity(state, index), value), got["message"]
+    assert result["health"]["failed"] == [f"{check}[gpu {index}]"]
+    assert result["msg"] == f"health fail: {check}[gpu {index}]"
+
+
+def test_foreign_process_passes_when_idle_not_expected(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("process", "2", {"pid": 4242}, path=state)
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    assert result["health"]["status"] == "ok"
+
+
+def test_thermal_slowdown_fails_clocks_and_temperature(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("thermal-slowdown", "0", {}, path=state)
+    slowdown = store.load(state)["gpus"][0]["temperature"]["slowdown"]
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    failing = {c["name"]: c for c in result["health"]["checks"] if c["status"] == "fail"}
+    assert sorted(failing) == ["clock_events", "temperature"]
+    assert failing["clock_events"]["value"] == ["hw_thermal_slowdown"]
+    assert failing["clock_events"]["message"] == "clocks slowed by hw_thermal_slowdown; check cooling and power"
+    assert failing["temperature"]["value"] == slowdown
+    assert failing["temperature"]["gpu"] == gpu_identity(state, 0)
+
+
+def test_persistence_off(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    with store.transaction(state) as doc:
+        doc["gpus"][3]["persistence_mode"] = 0
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    got = only_failure(result)
+    assert (got["name"], got["value"], got["gpu"]) == ("persistence_mode", "disabled", gpu_identity(state, 3))
+    assert got["message"] == "persistence mode is disabled; enable nvidia-persistenced"
+
+
+def test_gpu_off_the_bus_named_from_the_previous_report(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    _rc, healthy = run_health(sim_lib_dir, state, tmp_path)
+    previous = tmp_path / "health.json"
+    previous.write_text(json.dumps(healthy["health"]), encoding="utf-8")
+    hardware.inject("fallen-off-bus", "5", {}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, previous_report=str(previous), fail_on="fail")
+    assert rc != 0
+    got = only_failure(result)
+    assert (got["name"], got["value"], got["gpu"]) == ("gpu_lost", True, gpu_identity(state, 5))
+    assert [c["name"] for c in result["health"]["checks"] if c["gpu"] and c["gpu"]["index"] == 5] == ["gpu_lost"]
+
+
+# --------------------------------------------------------------------------------------------------- XID
+
+
+def test_xid_79_raised_during_the_check_fails(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    """NVML delivers XIDs raised while the call's event set is registered: keep raising one until it ends."""
+    stop = threading.Event()
+
+    def raise_xids() -> None:
+        while not stop.is_set():
+            hardware.append_event("4", 79, path=state)
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=raise_xids, daemon=True)
+    thread.start()
+    try:
+        _rc, result = run_health(sim_lib_dir, state, tmp_path, xid_wait_ms=1500)
+    finally:
+        stop.set()
+        thread.join()
+    got = only_failure(result)
+    assert (got["name"], got["value"], got["gpu"]) == ("xid", [79], gpu_identity(state, 4))
+    assert got["message"] == ("critical XID 79 in the last 7200 s; drain the node and follow NVIDIA's XID "
+                              "catalogue")
+
+
+def test_xid_before_the_check_is_not_seen_through_nvml(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    """The documented limit of the NVML source: an XID raised before registration is the kernel log's job."""
+    hardware.inject("xid", "4", {"code": 79}, path=state)
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    assert checks_of(result, "xid")[4]["status"] == "ok"
+
+
+def test_xid_from_the_kernel_log_in_the_window(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    bus = store.load(state)["gpus"][2]["pci"]["bus_id"]  # 00000000:BB:DD.F -> kernel spelling 0000:BB:DD
+    kernel_bus = bus[4:].rsplit(".", 1)[0]
+    now = int(time.time())
+    lines = [f"{now - 60}.000001 host kernel: NVRM: Xid (PCI:{kernel_bus}): 48, pid=1234, DBE",
+             f"{now - 30}.000002 host kernel: NVRM: Xid (PCI:{kernel_bus}): 94, pid=1234, Contained",
+             f"{now - 20}.000003 host kernel: nvidia-nvswitch0: something else"]
+    fake_tool(tmp_path / "bin", "journalctl", "cat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
+    _rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", xid_kernel_log=True)
+    got = only_failure(result)
+    assert (got["name"], got["value"], got["gpu"]) == ("xid", [48], gpu_identity(state, 2))
+    assert {"source": "kernel", "error": None, "window_s": 7200} in result["health"]["xid_sources"]
+
+
+# --------------------------------------------------------------------------------------------------- host-wide
+
+
+@pytest.mark.parametrize(("answer", "status"), [("active", "ok"), ("failed", "fail")])
+def test_fabric_manager_on_nvswitch_host(sim_lib_dir: Path, state: Path, tmp_path: Path, answer: str,
+                                         status: str) -> None:
+    fake_tool(tmp_path / "bin", "systemctl", f'[ "$1 $2" = "is-active nvidia-fabricmanager" ] && echo {answer}\n')
+    _rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", nvswitch_expected=True)
+    (got,) = checks_of(result, "fabric_manager")
+    assert (got["status"], got["value"], got["gpu"]) == (status, answer, None)
+
+
+def test_expected_count_and_driver_mismatch(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    _rc, result = run_health(sim_lib_dir, state, tmp_path, expected_gpu_count=7, expected_driver_version="550")
+    failing = {c["name"]: c for c in result["health"]["checks"] if c["status"] == "fail"}
+    assert sorted(failing) == ["driver_version", "gpu_count"]
+    assert failing["driver_version"]["message"] == (f"driver {DRIVER_VERSION} is loaded but 550 is expected; install "
+                                                    "the pinned driver and reboot")
+    assert failing["gpu_count"]["value"] == 8
+
+
+def test_vbios_mismatch(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    with store.transaction(state) as doc:
+        doc["gpus"][7]["vbios_version"] = "96.00.74.00.11"
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    got = only_failure(result)
+    assert got["name"] == "vbios_consistency"
+    assert "96.00.74.00.11" in got["value"]
+
+
+def test_driver_not_loaded_is_one_host_failure(sim_lib_dir: Path, tmp_path: Path) -> None:
+    rc, result = run_health(sim_lib_dir, tmp_path / "missing-state.json", tmp_path, fail_on="fail")
+    assert rc != 0
+    (got,) = result["health"]["checks"]
+    assert (got["name"], got["status"]) == ("nvml", "fail")
+    assert "Driver Not Loaded" in got["message"]
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_threads() -> Iterator[None]:
+    before = threading.active_count()
+    yield
+    assert threading.active_count() == before
+
+
+def test_mig_layout_against_the_nvidia_mig_record(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    """The record's ``gpus`` (the nvidia_mig module's ``layout``) is compared by UUID; a GPU not in it is skipped."""
+    gpus = store.load(state)["gpus"]
+    record = {"layout_name": "all-disabled", "state": "success", "gpus": [
+        {"index": 0, "uuid": gpus[0]["uuid"], "enabled": False, "pending": False, "gpu_instances": []},
+        {"index": 1, "uuid": gpus[1]["uuid"], "enabled": True, "pending": True, "gpu_instances": [
+            {"profile_name": "3g.40gb", "gi_id": 1, "start": 0, "size": 4,
+             "compute_instances": [{"name": "3g.40gb", "ci_id": 0, "uuid": "MIG-x"}]}]}]}
+    path = tmp_path / "mig-state.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    _rc, result = run_health(sim_lib_dir, state, tmp_path, mig_state_file=str(path))
+    by_gpu = {c["gpu"]["index"]: c for c in checks_of(result, "mig_layout")}
+    assert by_gpu[0]["status"] == "ok"
+    assert by_gpu[1]["status"] == "fail"
+    assert by_gpu[1]["value"] == {"enabled": False, "gpu_instances": []}
+    assert by_gpu[1]["threshold"] == {"enabled": True, "gpu_instances": [["3g.40gb", 0, 4, ["3g.40gb"]]]}
+    assert by_gpu[2]["message"] == "no recorded MIG layout for this GPU; not checked"
