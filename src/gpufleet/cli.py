@@ -31,6 +31,7 @@ from gpufleet import __version__, api
 from gpufleet._extravars import parse_extra_vars
 from gpufleet._output import load_renderers, make_progress, renderers_for
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.junit import write_junit_xml
 from gpufleet.results import ExitCode, RunResult
 
 INVENTORY_ENV = "GPUFLEET_INVENTORY"
@@ -85,6 +86,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="print the result as JSON on stdout (and nothing else there); progress goes to stderr",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    parser.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the GPU health checks as JUnit XML (one testcase per host and GPU check) to FILE",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +203,8 @@ def main(
         if progress is not None:
             progress.close()
 
+    if args.junit:
+        write_junit_xml(result, args.junit)
     if as_json:
         json.dump(result.to_dict(), out, indent=2, sort_keys=False)
         out.write("\n")

@@ -87,9 +87,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "bad_gpu": {"index": BAD_GPU, "uuid": bad["uuid"], "pci_bus_id": bad["pci"]["bus_id"]}}
 
 
-def _cli_verify(inventory: Path) -> tuple[int, dict[str, Any]]:
+def _cli_verify(inventory: Path, junit: Path) -> tuple[int, dict[str, Any]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=VENV_PATH)
-    proc = subprocess.run([sys.executable, "-m", "gpufleet.cli", "verify", "-i", str(inventory), "--json"],
+    argv = [sys.executable, "-m", "gpufleet.cli", "verify", "-i", str(inventory), "--json", "--junit", str(junit)]
+    proc = subprocess.run(argv,
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
     try:
         return proc.returncode, json.loads(proc.stdout)
@@ -101,7 +102,14 @@ def _cli_verify(inventory: Path) -> tuple[int, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def cli_runs(fleet: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """Two ``gpufleet verify --json`` runs in a row (the second proves the report files are idempotent)."""
-    return [_cli_verify(fleet["inventory"]) for _ in range(2)]
+    return [_cli_verify(fleet["inventory"], fleet["base"] / f"junit-{run}.xml") for run in range(2)]
+
+
+def test_cli_writes_junit_xml(fleet: dict[str, Any], cli_runs: list) -> None:
+    del cli_runs
+    root = ET.parse(fleet["base"] / "junit-0.xml").getroot()
+    failures = [(c.get("classname"), c.get("name")) for c in root.iter("testcase") if c.find("failure") is not None]
+    assert failures == [(f"gpu-b.gpu{BAD_GPU}", "nvlink")]
 
 
 def test_verify_json_names_the_failing_gpu(fleet: dict[str, Any], cli_runs: list) -> None:
