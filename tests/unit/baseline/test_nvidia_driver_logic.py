@@ -1,0 +1,274 @@
+"""nvidia_driver: repository URLs, version choice, downgrade and change detection, reboot reasons.
+
+Every expression comes from the role's own files (vars/main.yml, the task files) and is rendered by Ansible's
+templating engine, so these tables test what the role really evaluates.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from .conftest import find_task
+
+ROLE = "nvidia_driver"
+
+PACKAGES_INDEX = """\
+Package: cuda-drivers-550
+Architecture: amd64
+Version: 550.163.01-1
+Depends: nvidia-driver (= 550.163.01-1)
+
+Package: cuda-drivers-570
+Architecture: amd64
+Version: 570.86.10-1
+
+Package: cuda-drivers-570
+Architecture: amd64
+Version: 570.172.08-1
+Depends: nvidia-driver (= 570.172.08-1)
+
+Package: cuda-drivers-570
+Architecture: amd64
+Version: 570.124.06-1
+
+Package: nvidia-fabricmanager-570
+Architecture: amd64
+Version: 570.172.08-1
+
+Package: cuda-drivers-5700
+Architecture: amd64
+Version: 5700.1.1-1
+"""
+
+
+def _facts(arch: str = "x86_64", packages: dict[str, str] | None = None) -> dict:
+    return {
+        "architecture": arch,
+        "kernel": "6.1.0-28-amd64",
+        "packages": {name: [{"version": version}] for name, version in (packages or {}).items()},
+    }
+
+
+@pytest.mark.parametrize(
+    ("os_vars", "arch", "url", "suite", "base", "index", "key"),
+    [
+        ("Debian-12", "x86_64", "", "/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/Packages",
+         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/3bf863cc.pub"),
+        ("Ubuntu-22.04", "aarch64", "", "/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/sbsa/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/sbsa/Packages",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/sbsa/3bf863cc.pub"),
+        ("Ubuntu-24.04", "x86_64", "", "/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages",
+         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/3bf863cc.pub"),
+        ("RedHat-9", "x86_64", "", "/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/",
+         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/Packages",
+         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"),
+        ("Debian-12", "x86_64", "http://mirror.example/cuda//", "./",
+         "http://mirror.example/cuda/", "http://mirror.example/cuda/Packages",
+         "http://mirror.example/cuda/3bf863cc.pub"),
+        ("Debian-12", "x86_64", "http://127.0.0.1:8765", "x86_64/",
+         "http://127.0.0.1:8765/", "http://127.0.0.1:8765/x86_64/Packages", "http://127.0.0.1:8765/3bf863cc.pub"),
+    ],
+)
+def test_repository_urls(render, os_vars, arch, url, suite, base, index, key) -> None:
+    values = render(ROLE, ["{{ __nvidia_driver_repo_base }}", "{{ __nvidia_driver_index_url }}",
+                           "{{ __nvidia_driver_key_url }}"],
+                    os_vars=os_vars, ansible_facts=_facts(arch), nvidia_driver_repo_url=url,
+                    nvidia_driver_repo_suite=suite)
+    assert values == [base, index, key]
+
+
+@pytest.mark.parametrize(
+    ("os_vars", "pinned", "expected"),
+    [
+        ("Debian-12", "", "EB693B3035CD5710E231E123A4B469963BF863CC"),
+        ("Debian-12", "ab12 cd34 ef56 ab12 cd34  ef56 ab12 cd34 ef56 ab12", "AB12CD34EF56AB12CD34EF56AB12CD34EF56AB12"),
+        ("RedHat-9", "", ""),
+    ],
+)
+def test_key_fingerprint_is_normalised(render, os_vars, pinned, expected) -> None:
+    assert render(ROLE, "{{ __nvidia_driver_key_fingerprint }}", os_vars=os_vars,
+                  nvidia_driver_repo_key_fingerprint=pinned) == expected
+
+
+def test_keyring_and_source_names_are_shared_with_the_container_toolkit_role(render) -> None:
+    common = {"ansible_facts": _facts()}
+    url = "http://127.0.0.1:8765/"
+    fingerprint = "0123456789ABCDEF0123456789ABCDEF01234567"
+    driver = render(ROLE, ["{{ __nvidia_driver_repo_name }}", "{{ __nvidia_driver_keyring }}"],
+                    nvidia_driver_repo_url=url, nvidia_driver_repo_key_fingerprint=fingerprint, **common)
+    toolkit = render("nvidia_container_toolkit",
+                     ["{{ __nvidia_container_toolkit_repo_name }}", "{{ __nvidia_container_toolkit_keyring }}"],
+                     os_vars=None, nvidia_container_toolkit_repo_url=url,
+                     nvidia_container_toolkit_repo_key_fingerprint=fingerprint, **common)
+    assert driver == toolkit == ["gpufleet-127-0-0-1-8765", "/usr/share/keyrings/gpufleet-89abcdef01234567.gpg"]
+
+
+@pytest.mark.parametrize(
+    ("branch", "version", "branches", "versions", "target", "driver"),
+    [
+        ("570", "", ["550", "570", "5700"], ["570.86.10-1", "570.172.08-1", "570.124.06-1"], "570.172.08-1",
+         "570.172.08"),
+        ("570", "570.124.06", ["550", "570", "5700"], ["570.86.10-1", "570.172.08-1", "570.124.06-1"],
+         "570.124.06-1", "570.124.06"),
+        ("570", "570.124.06-1", ["550", "570", "5700"], ["570.86.10-1", "570.172.08-1", "570.124.06-1"],
+         "570.124.06-1", "570.124.06"),
+        ("570", "570.1", ["550", "570", "5700"], ["570.86.10-1", "570.172.08-1", "570.124.06-1"], "", ""),
+        ("550", "", ["550", "570", "5700"], ["550.163.01-1"], "550.163.01-1", "550.163.01"),
+        ("999", "", ["550", "570", "5700"], [], "", ""),
+    ],
+)
+def test_version_choice_from_the_index(render, branch, version, branches, versions, target, driver) -> None:
+    values = render(ROLE, ["{{ __nvidia_driver_repo_branches }}", "{{ __nvidia_driver_repo_driver_versions }}",
+                           "{{ __nvidia_driver_target_version }}", "{{ __nvidia_driver_target_driver }}"],
+                    nvidia_driver_branch=branch, nvidia_driver_version=version,
+                    __nvidia_driver_index={"content": PACKAGES_INDEX})
+    assert values == [branches, versions, target, driver]
+
+
+@pytest.mark.parametrize(
+    ("installed", "target", "downgrade"),
+    [
+        ("", "570.172.08-1", False),
+        ("550.163.01-1", "570.172.08-1", False),
+        ("570.172.08-1", "570.172.08-1", False),
+        ("570.172.08-1", "550.163.01-1", True),
+        ("570.172.08-1", "570.124.06-1", True),
+        ("570.86.10-1", "570.124.06-1", False),
+    ],
+)
+def test_downgrade_detection(render, installed, target, downgrade) -> None:
+    packages = {"nvidia-driver": installed} if installed else {}
+    assert render(ROLE, "{{ __nvidia_driver_downgrade }}", ansible_facts=_facts(packages=packages),
+                  __nvidia_driver_target_version=target) is downgrade
+
+
+FULL_570 = {
+    "cuda-drivers-570": "570.172.08-1", "nvidia-driver": "570.172.08-1",
+    "nvidia-kernel-open-dkms": "570.172.08-1", "nvidia-fabricmanager-570": "570.172.08-1",
+}
+
+
+@pytest.mark.parametrize(
+    ("packages", "module", "fm", "change", "kernel_change", "other_branch"),
+    [
+        ({}, "open", False, True, True, []),
+        (FULL_570, "open", True, False, False, []),
+        (FULL_570, "open", False, False, False, []),
+        (FULL_570, "proprietary", False, True, True, []),
+        ({**FULL_570, "nvidia-fabricmanager-570": "570.124.06-1"}, "open", True, True, False, []),
+        ({k: v for k, v in FULL_570.items() if k != "nvidia-fabricmanager-570"}, "open", True, True, False, []),
+        ({**FULL_570, "nvidia-driver-pinning-550": "550.163.01-1", "libnvidia-nscq-550": "550.163.01-1"},
+         "open", False, True, False, ["nvidia-driver-pinning-550", "libnvidia-nscq-550"]),
+        ({"cuda-drivers-550": "550.163.01-1", "nvidia-driver": "550.163.01-1",
+          "nvidia-kernel-open-dkms": "550.163.01-1", "nvidia-fabricmanager-550": "550.163.01-1"},
+         "open", True, True, True, ["cuda-drivers-550", "nvidia-fabricmanager-550"]),
+    ],
+)
+def test_change_detection(render, packages, module, fm, change, kernel_change, other_branch) -> None:
+    values = render(ROLE, ["{{ __nvidia_driver_change_needed }}", "{{ __nvidia_driver_kernel_change }}",
+                           "{{ __nvidia_driver_other_branch_packages }}"],
+                    ansible_facts=_facts(packages=packages), nvidia_driver_kernel_module=module,
+                    __nvidia_driver_fm_wanted=fm, __nvidia_driver_target_version="570.172.08-1")
+    assert values == [change, kernel_change, other_branch]
+
+
+@pytest.mark.parametrize(
+    ("module", "kernel_package"),
+    [("open", "nvidia-kernel-open-dkms"), ("proprietary", "nvidia-kernel-dkms")],
+)
+def test_install_list_pins_every_component_to_one_version(render, module, kernel_package) -> None:
+    task = find_task(ROLE, "install.yml", "Install the driver at version {{ __nvidia_driver_target_version }}")
+    names = render(ROLE, task["ansible.builtin.apt"]["name"], nvidia_driver_kernel_module=module,
+                   __nvidia_driver_target_version="570.172.08-1")
+    assert names == [
+        "cuda-drivers-570=570.172.08-1", "nvidia-driver=570.172.08-1", f"{kernel_package}=570.172.08-1",
+        "libnvidia-ml1=570.172.08-1", "nvidia-smi=570.172.08-1", "nvidia-persistenced=570.172.08-1",
+        "nvidia-cuda-mps=570.172.08-1",
+    ]
+
+
+def _reboot_reasons(render, *, pkgs: str | None, container: bool, kernel_before: str, kernel_after: str,
+                    nouveau_changed: bool = False, modprobe_changed: bool = False, check_mode: bool = False):
+    task = find_task(ROLE, "reboot.yml", "Collect why a reboot is needed")
+    variables = dict(task["vars"])
+    slurped = {"content": base64.b64encode(pkgs.encode()).decode()} if pkgs is not None else {"skipped": True}
+    packages = {"nvidia-kernel-open-dkms": kernel_after} if kernel_after else {}
+    return render(ROLE, task["ansible.builtin.set_fact"]["__nvidia_driver_reboot_reasons"],
+                  ansible_facts=_facts(packages=packages), ansible_check_mode=check_mode,
+                  __nvidia_driver_reboot_pkgs=slurped, __nvidia_driver_is_container=container,
+                  __nvidia_driver_kernel_version_before=kernel_before, __nvidia_driver_kernel_change=True,
+                  __nvidia_driver_target_version="570.172.08-1",
+                  __nvidia_driver_nouveau={"changed": nouveau_changed},
+                  __nvidia_driver_modprobe={"changed": modprobe_changed}, **variables)
+
+
+KERNEL_REASON = "the NVIDIA kernel module package changed to 570.172.08-1 and the running kernel keeps the old module"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reasons"),
+    [
+        ({"pkgs": None, "container": True, "kernel_before": "", "kernel_after": "570.172.08-1"}, []),
+        ({"pkgs": None, "container": False, "kernel_before": "", "kernel_after": "570.172.08-1"}, [KERNEL_REASON]),
+        ({"pkgs": None, "container": False, "kernel_before": "570.172.08-1", "kernel_after": "570.172.08-1"}, []),
+        ({"pkgs": "linux-image-6.1.0-29-amd64\nnvidia-kernel-open-dkms\nlibnvidia-ml1\nnvidia-kernel-open-dkms\n",
+          "container": True, "kernel_before": "570.172.08-1", "kernel_after": "570.172.08-1"},
+         ["/run/reboot-required.pkgs names nvidia-kernel-open-dkms, libnvidia-ml1"]),
+        ({"pkgs": "linux-image-6.1.0-29-amd64\n", "container": False, "kernel_before": "1", "kernel_after": "1"}, []),
+        ({"pkgs": None, "container": False, "kernel_before": "1", "kernel_after": "1", "nouveau_changed": True,
+          "modprobe_changed": True},
+         ["nouveau was just blacklisted", "the NVIDIA module parameters changed"]),
+        ({"pkgs": None, "container": True, "kernel_before": "1", "kernel_after": "1", "nouveau_changed": True,
+          "modprobe_changed": True}, []),
+        ({"pkgs": None, "container": False, "kernel_before": "1", "kernel_after": "1", "check_mode": True},
+         [KERNEL_REASON]),
+    ],
+)
+def test_reboot_reasons(render, kwargs, reasons) -> None:
+    assert _reboot_reasons(render, **kwargs) == reasons
+
+
+@pytest.mark.parametrize(
+    ("os_vars", "initramfs", "headers"),
+    [
+        ("Debian-12", ["update-initramfs", "-u"], ["linux-headers-6.1.0-28-amd64", "dkms"]),
+        ("Ubuntu-24.04", ["update-initramfs", "-u"], ["linux-headers-6.1.0-28-amd64", "dkms"]),
+        ("RedHat-9", ["dracut", "-f"],
+         ["kernel-devel-6.1.0-28-amd64", "kernel-headers-6.1.0-28-amd64", "dkms"]),
+    ],
+)
+def test_kernel_steps_skipped_in_containers_per_os(render, os_vars, initramfs, headers) -> None:
+    """What the initramfs handler would run and which headers would be installed on a non-container host."""
+    assert render(ROLE, ["{{ __nvidia_driver_initramfs_command }}", "{{ __nvidia_driver_kernel_headers_packages }}"],
+                  os_vars=os_vars, ansible_facts=_facts()) == [initramfs, headers]
+
+
+@pytest.mark.parametrize(
+    ("value", "policy"),
+    [(None, "ask"), ("", "ask"), (True, "reboot"), ("true", "reboot"), ("yes", "reboot"), (False, "report"),
+     ("false", "report"), ("0", "report")],
+)
+def test_reboot_policy_accepts_extra_vars_strings(render, value, policy) -> None:
+    assert render(ROLE, "{{ __nvidia_driver_reboot_policy }}", nvidia_driver_reboot_ok=value) == policy
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinning_files", "other"),
+    [
+        ({"nvidia-driver": "1"}, ["/etc/apt/preferences.d/nvidia-driver-pinning-550"], ["nvidia-driver-pinning-550"]),
+        ({"nvidia-driver-pinning-550": "1"}, ["/etc/apt/preferences.d/nvidia-driver-pinning-550"],
+         ["nvidia-driver-pinning-550"]),
+        ({}, ["/etc/apt/preferences.d/nvidia-driver-pinning-570"], []),
+    ],
+)
+def test_leftover_pinning_files_are_purged(render, installed, pinning_files, other) -> None:
+    assert render(ROLE, "{{ __nvidia_driver_other_branch_packages }}", ansible_facts=_facts(packages=installed),
+                  __nvidia_driver_pinning_files={"files": [{"path": p} for p in pinning_files]}) == other
