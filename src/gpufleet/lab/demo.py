@@ -83,15 +83,35 @@ def gpus_from_nvidia_smi(host: str) -> list[str]:
 
 
 def health_summary(health: Any) -> str:
-    """One phrase from a ``gpu_health`` result (``-`` when the playbook reported none)."""
-    if not isinstance(health, Mapping):
+    """One phrase from a ``gpu_health`` module result (``-`` when the playbook reported none).
+
+    The module returns its report under ``health``: ``status`` (ok/warn/fail) and ``counts`` per status; the
+    first checks that did not pass are named with their GPU and message.
+    """
+    report = health.get("health") if isinstance(health, Mapping) else None
+    if not isinstance(report, Mapping) or "status" not in report:
         return "-"
-    for key in ("status", "verdict", "overall"):
-        if key in health:
-            return str(health[key])
-    if "healthy" in health:
-        return "healthy" if health["healthy"] else "UNHEALTHY"
-    return "reported"
+    counts = report.get("counts") or {}
+    text = f"{report['status']} ({', '.join(f'{n} {k}' for k, n in counts.items() if n)})"
+    bad = [c for c in report.get("checks", []) if isinstance(c, Mapping) and c.get("status") != "ok"]
+    for check in bad[:3]:
+        gpu = check.get("gpu") or {}
+        where = f" gpu {gpu.get('index')}" if gpu else ""
+        text += f"; {check.get('status')} {check.get('name')}{where}: {check.get('message')}"
+    return text
+
+
+def mig_summary(mig: Any) -> str:
+    """The MIG layout a ``nvidia_mig`` result reports: GPU instance profiles per GPU (empty when none)."""
+    if not isinstance(mig, Mapping) or not isinstance(mig.get("layout"), list):
+        return ""
+    per_gpu: dict[str, list[int]] = defaultdict(list)
+    for gpu in mig["layout"]:
+        if not isinstance(gpu, Mapping) or not gpu.get("enabled"):
+            continue
+        names = sorted(str(gi.get("profile_name")) for gi in gpu.get("gpu_instances", []))
+        per_gpu[" + ".join(names) or "MIG on, no instances"].append(int(gpu.get("index", -1)))
+    return "; ".join(f"GPUs {','.join(map(str, idx))}: {layout}" for layout, idx in per_gpu.items())
 
 
 def summarise(results: list[Any], progress: Progress, out: TextIO = sys.stdout) -> None:
@@ -114,12 +134,15 @@ def summarise(results: list[Any], progress: Progress, out: TextIO = sys.stdout) 
         gpu_text = ", ".join(f"{n}x {g}" for g, n in counts.items()) or "none found"
         print(f"  {name:<12} {status:<11} {ok:>3} {changed:>3} {failed:>4}  "
               f"{gpu_text:<34} {health_summary(host.health)}  [{source}]", file=out)
+        mig = mig_summary(host.mig)
+        if mig:
+            print(f"  {'':<12} MIG: {mig}", file=out)
         changed = progress.changed.get(name, [])
         if changed:
-            print(f"  {'':<12} changed: {'; '.join(changed)}", file=out)
+            print(f"  {'':<12} changed ({len(changed)}): {'; '.join(changed)}", file=out)
         for run in runs:
             for task in run.failed_tasks:
-                print(f"  {'':<12} FAILED {task.task}: {task.message}", file=out)
+                print(f"  {'':<12} FAILED {task.task}: {task.msg}", file=out)
 
 
 def main(keep: bool = False, out: TextIO = sys.stdout) -> int:

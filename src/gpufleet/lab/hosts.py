@@ -103,7 +103,23 @@ def prepare_files(spec: HostSpec, state_factory: Callable[[str, str], Mapping[st
     state_file.chmod(0o644)
     pci_dir = base / "pci"
     write_pci_tree(state, pci_dir)
+    write_local_facts(spec, base / "ansible")
     return state_dir, pci_dir, state
+
+
+def write_local_facts(spec: HostSpec, ansible_dir: Path) -> Path:
+    """Write ``facts.d/gpufleet_lab.fact`` (an Ansible local fact: the host's preset and loopback address).
+
+    Copied to ``/etc/ansible`` in the host, it tells plays what only the harness knows, e.g. the address a service
+    with a fixed port binds to (``ansible_local.gpufleet_lab.loopback``) on hosts that share one network.
+    """
+    facts = ansible_dir / "facts.d"
+    facts.mkdir(parents=True, exist_ok=True)
+    fact = facts / "gpufleet_lab.fact"
+    fact.write_text(json.dumps({"name": spec.name, "preset": spec.preset, "loopback": spec.loopback}) + "\n",
+                    encoding="utf-8")
+    fact.chmod(0o644)
+    return fact
 
 
 def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> list[str]:
@@ -150,6 +166,7 @@ def start_hosts(specs: Sequence[HostSpec], *, image: str = IMAGE, pci: bool = Tr
             state_dir, pci_dir, state = prepare_files(spec, state_factory)
             podman(create_args(spec, pci_dir if pci else None, image))
             podman(["cp", str(state_dir), f"{spec.name}:{STATE_DIR}"])
+            podman(["cp", str(host_files_dir(spec.name) / "ansible"), f"{spec.name}:/etc/ansible"])
             podman(["start", spec.name])
             started.append(Host(spec=spec, gpus=len(state.get("gpus", [])),
                                 pci_devices=sorted(p.name for p in pci_dir.iterdir()) if pci else []))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, pick_playbooks
+from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks
 from gpufleet.results import Event
 
 
@@ -27,14 +27,30 @@ def test_gpus_from_facts(facts: Any, gpus: list[str] | None) -> None:
 
 @pytest.mark.parametrize(("health", "phrase"), [
     (None, "-"),
-    ({"status": "pass"}, "pass"),
-    ({"verdict": "warn", "status": "ignored-second"}, "ignored-second"),
-    ({"healthy": True}, "healthy"),
-    ({"healthy": False}, "UNHEALTHY"),
-    ({"checks": []}, "reported"),
+    ({"changed": False}, "-"),
+    ({"health": {"status": "ok", "counts": {"ok": 57, "warn": 0, "fail": 0}, "checks": [{"status": "ok"}]}},
+     "ok (57 ok)"),
+    ({"health": {"status": "fail", "counts": {"ok": 50, "fail": 1},
+                 "checks": [{"name": "nvlink", "status": "fail", "gpu": {"index": 3}, "message": "NVLink 5 down"},
+                            {"name": "vbios", "status": "warn", "gpu": None, "message": "2 versions"}]}},
+     "fail (50 ok, 1 fail); fail nvlink gpu 3: NVLink 5 down; warn vbios: 2 versions"),
 ])
 def test_health_summary(health: Any, phrase: str) -> None:
     assert health_summary(health) == phrase
+
+
+@pytest.mark.parametrize(("mig", "text"), [
+    (None, ""),
+    ({"layout": []}, ""),
+    ({"layout": [
+        {"index": 0, "enabled": True, "gpu_instances": [{"profile_name": "3g.40gb"}, {"profile_name": "1g.10gb"}]},
+        {"index": 1, "enabled": True, "gpu_instances": [{"profile_name": "1g.10gb"}, {"profile_name": "3g.40gb"}]},
+        {"index": 2, "enabled": False, "gpu_instances": []},
+        {"index": 3, "enabled": True, "gpu_instances": []},
+    ]}, "GPUs 0,1: 1g.10gb + 3g.40gb; GPUs 3: MIG on, no instances"),
+])
+def test_mig_summary(mig: Any, text: str) -> None:
+    assert mig_summary(mig) == text
 
 
 def test_pick_playbooks_prefers_site(tmp_path: Path) -> None:
