@@ -24,22 +24,27 @@ else
   step "Debian packages present"
 fi
 
+# CI and the README use Python 3.11 with requirements/constraints.txt. Another controller Python, e.g. 3.12:
+#   VENV=build/venv312 PYTHON=$(pyenv prefix 3.12.1)/bin/python3.12 \
+#   CONSTRAINTS=requirements/constraints-py312.txt bash scripts/test.sh
 PYTHON=${PYTHON:-python3}
-if [[ ! -x build/venv/bin/python ]]; then
-  step "python venv build/venv ($("$PYTHON" --version))"
-  mkdir -p build
-  "$PYTHON" -m venv build/venv
+VENV=${VENV:-build/venv}
+CONSTRAINTS=${CONSTRAINTS:-requirements/constraints.txt}
+if [[ ! -x $VENV/bin/python ]]; then
+  step "python venv $VENV ($("$PYTHON" --version))"
+  mkdir -p "$(dirname "$VENV")"
+  "$PYTHON" -m venv "$VENV"
 fi
-stamp=build/venv/.gpufleet-install
-want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' ' -f1)
+stamp=$VENV/.gpufleet-install
+want=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  step "pip install -c requirements/constraints.txt -e '.[dev]'"
-  build/venv/bin/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[dev]'
+  step "pip install -c $CONSTRAINTS -e '.[dev]'"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$CONSTRAINTS" -e '.[dev]'
   echo "$want" > "$stamp"
 else
-  step "build/venv up to date"
+  step "$VENV up to date"
 fi
-export PATH=$ROOT/build/venv/bin:$PATH
+export PATH=$ROOT/$VENV/bin:$PATH
 mkdir -p build/lab
 export CONTAINERS_CONF=$ROOT/build/lab/containers.conf
 

@@ -10,7 +10,7 @@ if ! bash scripts/bootstrap.sh; then
   echo "SUMMARY: FAILED - bootstrap failed (see above)"
   exit 1
 fi
-export PATH=$ROOT/build/venv/bin:$PATH
+export PATH=$ROOT/${VENV:-build/venv}/bin:$PATH
 export CONTAINERS_CONF=$ROOT/build/lab/containers.conf ANSIBLE_PIPELINING=True
 export PY_COLORS=0 ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 NO_COLOR=1
 

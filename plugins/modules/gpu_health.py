@@ -91,7 +91,7 @@ options:
     default: 100
   xid_kernel_log:
     description:
-      - Also search the kernel log (C(journalctl -k)) of the last O(xid_window_s) seconds for C(NVRM: Xid) lines.
+      - "Also search the kernel log (C(journalctl -k)) of the last O(xid_window_s) seconds for C(NVRM: Xid) lines."
     type: bool
     default: true
   temperature_fail_c:
@@ -219,7 +219,7 @@ health:
   contains:
     status: {description: Worst status of all checks (ok, warn or fail)., type: str, sample: ok}
     counts: {description: Number of checks per status., type: dict, sample: {ok: 120, warn: 0, fail: 0}}
-    failed: {description: Failing checks as C(name[gpu N])., type: list, elements: str}
+    failed: {description: "Failing checks as C(name[gpu N]).", type: list, elements: str}
     checks:
       description:
         - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(value),
