@@ -1,4 +1,4 @@
-"""Fixtures for the Molecule scenarios: the repository server, started once for the session."""
+"""Fixtures for the Molecule scenarios: the repository server, started once for the scenarios' module."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from gpufleet.lab.image import ensure_image
 from gpufleet.lab.podman import containers_conf
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab_repo_server() -> Iterator[int | None]:
-    """Serve the simulated repository on 127.0.0.1:8765 for the session; stop it by PID afterwards.
+    """Serve the simulated repository on 127.0.0.1:8765 while the scenarios run; stop it by PID afterwards.
+
+    Module scope, not session: the server must be gone before ``tests/integration/test_no_leftovers.py`` (the last
+    tests of the session) checks that nothing of ours still runs.
 
     Also makes sure the host image exists and that podman runs with the project's containers.conf.
     """

@@ -6,12 +6,21 @@ import json
 import re
 import urllib.request
 
+import pytest
+
 STATE = "/var/lib/nvidia-sim/state.json"
-METRICS = "http://127.0.0.1:9400/metrics"
+# The lab records each host's own loopback address (hosts share one network); the sim inventory binds the host
+# engine and the exporter there (inventories/sim/group_vars/all/services.yml).
+LAB_FACT = "/etc/ansible/facts.d/gpufleet_lab.fact"
 
 
 def _gpus(host) -> list[dict]:
     return json.loads(host.file(STATE).content_string)["gpus"]
+
+
+@pytest.fixture
+def address(host) -> str:
+    return json.loads(host.file(LAB_FACT).content_string)["loopback"]
 
 
 def test_dcgm4_for_cuda12_installed_without_dcgm3(host) -> None:
@@ -21,31 +30,34 @@ def test_dcgm4_for_cuda12_installed_without_dcgm3(host) -> None:
     assert not host.package("datacenter-gpu-manager").is_installed
 
 
-def test_host_engine_running_and_sees_every_gpu(host) -> None:
+def test_host_engine_running_and_sees_every_gpu(host, address) -> None:
     service = host.service("nvidia-dcgm")
     assert service.is_running
     assert service.is_enabled
-    out = host.check_output("dcgmi discovery -l")
+    dropin = host.file("/etc/systemd/system/nvidia-dcgm.service.d/gpufleet.conf").content_string
+    assert f"-b {address} -p 5555" in dropin
+    assert host.socket(f"tcp://{address}:5555").is_listening
+    out = host.check_output(f"dcgmi discovery --host {address}:5555 -l")
     assert f"{len(_gpus(host))} GPU" in out
 
 
-def test_health_watches_set(host) -> None:
-    doc = json.loads(host.check_output("dcgmi health -c -j"))
+def test_health_watches_set(host, address) -> None:
+    doc = json.loads(host.check_output(f"dcgmi health --host {address}:5555 -c -j"))
     assert sorted(doc["watched_systems"]) == ["m", "p", "t"]
 
 
-def test_exporter_bound_to_loopback_with_our_counters(host) -> None:
+def test_exporter_bound_to_loopback_with_our_counters(host, address) -> None:
     service = host.service("nvidia-dcgm-exporter")
     assert service.is_running
     assert service.is_enabled
     dropin = host.file("/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpufleet.conf").content_string
-    assert "-f /etc/dcgm-exporter/gpufleet-counters.csv -a 127.0.0.1:9400" in dropin
-    assert host.socket("tcp://127.0.0.1:9400").is_listening
+    assert f"-f /etc/dcgm-exporter/gpufleet-counters.csv -a {address}:9400" in dropin
+    assert host.socket(f"tcp://{address}:9400").is_listening
 
 
-def test_metrics_show_every_gpu_of_the_host() -> None:
+def test_metrics_show_every_gpu_of_the_host(address) -> None:
     """Scraped from the test machine itself: the hosts share its network."""
-    with urllib.request.urlopen(METRICS, timeout=10) as resp:
+    with urllib.request.urlopen(f"http://{address}:9400/metrics", timeout=10) as resp:
         text = resp.read().decode()
     gpus = sorted({int(m) for m in re.findall(r'(?m)^DCGM_FI_DEV_GPU_TEMP\{[^}]*\bgpu="(\d+)"', text)})
     assert gpus == [0, 1, 2, 3]
