@@ -151,6 +151,11 @@ options:
     type: int
     choices: [0, 1, 2, 3, 4]
     default: 0
+  dcgm_host:
+    description:
+      - C(host:port) of the DCGM host engine that C(dcgmi diag) talks to (C(dcgmi --host)); unset - DCGM's default
+        (the local engine on port 5555). Set it when the engine listens elsewhere (C(nvidia_dcgm_hostengine_listen)).
+    type: str
   container_runtime:
     description:
       - Container engine for a smoke test (C(docker), C(podman) or C(nerdctl)) that runs O(container_image) with
@@ -288,6 +293,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "previous_report": {"type": "path", "default": "/var/lib/gpufleet/health.json"},
     "skip_checks": {"type": "list", "elements": "str", "default": []},
     "dcgm_diag_level": {"type": "int", "choices": [0, 1, 2, 3, 4], "default": 0},
+    "dcgm_host": {"type": "str"},
     "container_runtime": {"type": "str", "choices": ["docker", "podman", "nerdctl"]},
     "container_image": {"type": "str", "default": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
     "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
@@ -355,13 +361,13 @@ def fabric_manager_state(module: AnsibleModule, service: str) -> str:
     return out.strip() or "unknown"
 
 
-def dcgm_diag(module: AnsibleModule, level: int) -> dict[str, Any]:
-    """Run ``dcgmi diag -r <level>``; return the host-wide ``dcgm_diag`` check."""
+def dcgm_diag(module: AnsibleModule, level: int, host: str | None = None) -> dict[str, Any]:
+    """Run ``dcgmi diag [--host HOST] -r <level>``; return the host-wide ``dcgm_diag`` check."""
     dcgmi = module.get_bin_path("dcgmi")
     if dcgmi is None:
         return hc.check("dcgm_diag", None, hc.FAIL, None, f"level {level} passes",
                         "dcgmi not found; install DCGM (the nvidia_dcgm role) or set dcgm_diag_level to 0")
-    rc, out, err = run_command(module, [dcgmi, "diag", "-r", str(level)])
+    rc, out, err = run_command(module, [dcgmi, "diag", *(["--host", host] if host else []), "-r", str(level)])
     return hc.evaluate_dcgm_diag(level, rc, out + err)
 
 
@@ -411,7 +417,7 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
         meas["fabric_manager"] = fabric_manager_state(module, params["fabric_manager_service"])
     extra = meas.setdefault("extra_checks", [])
     if params["dcgm_diag_level"]:
-        extra.append(dcgm_diag(module, params["dcgm_diag_level"]))
+        extra.append(dcgm_diag(module, params["dcgm_diag_level"], params["dcgm_host"]))
     if params["container_runtime"]:
         extra.append(container_smoke(module, params["container_runtime"], params["container_image"],
                                      meas.get("gpu_count")))
