@@ -97,6 +97,17 @@ def measure(size: int, playbook: Path, setup: Path | None, workdir: Path) -> Row
         fleet_mod.down(name)
 
 
+HEAD = (f"{'hosts':>5} {'start s':>8} {'converge s':>10} {'tasks/host':>10} {'changed/host':>12} "
+        f"{'re-run s':>8} {'re-run chg':>10} {'floor s':>8} {'conv/floor':>10} {'re-run/floor':>12} {'failed':>6}")
+
+
+def format_row(r: Row) -> str:
+    """One table line for one fleet size."""
+    return (f"{r.hosts:>5} {r.start_s:>8.1f} {r.converge_s:>10.1f} {r.tasks_per_host:>10.1f} "
+            f"{r.changed_per_host:>12.1f} {r.rerun_s:>8.1f} {r.rerun_changed:>10} {r.noop_s:>8.1f} "
+            f"{r.converge_s / r.noop_s:>10.2f} {r.rerun_s / r.noop_s:>12.2f} {r.failed:>6}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -108,22 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"playbook: {which}; machine: {os.cpu_count()} CPUs")
     ensure_image()
     repo_pid = reposerver.start()
-    rows = []
+    rows: list[Row] = []
     try:
         with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
             for size in sizes:
                 rows.append(measure(size, playbook, setup, Path(tmp)))
-                row = rows[-1]
-                print(f"  {size} host(s) done: converge {row.converge_s:.1f} s, re-run {row.rerun_s:.1f} s", flush=True)
+                # Each size can take many minutes: print its row as soon as it is known.
+                print(f"  {size} host(s) done:", flush=True)
+                print(HEAD, flush=True)
+                print(format_row(rows[-1]), flush=True)
     finally:
         reposerver.stop(repo_pid)
-    head = (f"{'hosts':>5} {'start s':>8} {'converge s':>10} {'tasks/host':>10} {'changed/host':>12} "
-            f"{'re-run s':>8} {'re-run chg':>10} {'floor s':>8} {'conv/floor':>10} {'re-run/floor':>12} {'failed':>6}")
-    print(head)
+    print(HEAD)
     for r in rows:
-        print(f"{r.hosts:>5} {r.start_s:>8.1f} {r.converge_s:>10.1f} {r.tasks_per_host:>10.1f} "
-              f"{r.changed_per_host:>12.1f} {r.rerun_s:>8.1f} {r.rerun_changed:>10} {r.noop_s:>8.1f} "
-              f"{r.converge_s / r.noop_s:>10.2f} {r.rerun_s / r.noop_s:>12.2f} {r.failed:>6}")
+        print(format_row(r))
     return 1 if any(r.failed for r in rows) else 0
 
 
