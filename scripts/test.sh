@@ -24,7 +24,7 @@ log=build/test-output.log
 start=$SECONDS
 # No arguments: the whole tests/ tree. Arguments replace it (pyproject's testpaths still means tests/ when
 # they name no path, e.g. `-m "not hosts"`).
-python -m pytest -p no:cacheprovider -o console_output_style=classic "${@:-tests/}" 2>&1 | tee "$log"
+python -m pytest -p no:cacheprovider -o console_output_style=classic --durations=15 "${@:-tests/}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 took=$((SECONDS - start))
 last=$(grep -E '^=+ .*(passed|failed|error|skipped|no tests ran|deselected).* =+$' "$log" | tail -1 | sed -E 's/^=+ //; s/ =+$//')
