@@ -30,6 +30,8 @@ class Progress:
 
     out: TextIO = sys.stdout
     changed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: per host: role (or ``playbook`` for a play's own tasks) -> changed task count, in the order first seen
+    changed_by_role: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
     done: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     width: int = 12
 
@@ -43,6 +45,9 @@ class Progress:
         self.done[event.host] += 1
         if event.status == "changed":
             self.changed[event.host].append(event.task or "?")
+            roles = self.changed_by_role[event.host]
+            role = str(event.data.get("role") or "playbook")
+            roles[role] = roles.get(role, 0) + 1
         if event.status in ("ok", "skipped"):
             return
         marker = {"changed": "changed", "failed": "FAILED", "ignored": "ignored",
@@ -137,9 +142,10 @@ def summarise(results: list[Any], progress: Progress, out: TextIO = sys.stdout) 
         mig = mig_summary(host.mig)
         if mig:
             print(f"  {'':<12} MIG: {mig}", file=out)
-        changed = progress.changed.get(name, [])
-        if changed:
-            print(f"  {'':<12} changed ({len(changed)}): {'; '.join(changed)}", file=out)
+        by_role = progress.changed_by_role.get(name, {})
+        if by_role:
+            # the tasks themselves were printed as they changed; here only where the changes came from
+            print(f"  {'':<12} changed by role: {', '.join(f'{r} {n}' for r, n in by_role.items())}", file=out)
         for run in runs:
             for task in run.failed_tasks:
                 print(f"  {'':<12} FAILED {task.task}: {task.msg}", file=out)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks
-from gpufleet.results import Event
+from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks, summarise
+from gpufleet.results import Event, FailedTask, HostResult, RunResult
 
 
 @pytest.mark.parametrize(("facts", "gpus"), [
@@ -89,3 +89,28 @@ def test_progress_prints_changes_and_failures_only() -> None:
     ]
     assert dict(progress.changed) == {"h1": ["Install driver"]}
     assert dict(progress.done) == {"h1": 1, "h2": 3, "h3": 1}
+
+
+def test_summary_counts_changes_by_role_and_names_failures() -> None:
+    progress = Progress(out=io.StringIO())
+    for role, task in [("nvidia_driver", "Install driver"), ("nvidia_driver", "Hold driver"),
+                       (None, "Write marker"), ("gpu_health", "Write the JSON report")]:
+        progress(_event("runner_on_ok", "h1", task, changed=True, **({"role": role} if role else {})))
+    progress(_event("runner_on_ok", "h2", "Install driver", role="nvidia_driver"))
+    facts = {"gpus": [{"name": "NVIDIA A30"}] * 4}
+    result = RunResult(playbook="site.yml", status="failed", rc=2, hosts={
+        "h1": HostResult(name="h1", ok=10, changed=4, module_data={"facts": facts}),
+        "h2": HostResult(name="h2", ok=3, failed=1, module_data={"facts": facts},
+                         failed_tasks=[FailedTask(task="Start service", action="ansible.builtin.systemd_service",
+                                                  msg="unit not found")]),
+    })
+    out = io.StringIO()
+    summarise([result], progress, out=out)
+    lines = out.getvalue().splitlines()
+    h1 = next(i for i, line in enumerate(lines) if line.lstrip().startswith("h1 "))
+    assert lines[h1].split()[:5] == ["h1", "changed", "10", "4", "0"]
+    assert "4x NVIDIA A30" in lines[h1]
+    assert lines[h1 + 1].strip() == "changed by role: nvidia_driver 2, playbook 1, gpu_health 1"
+    h2 = next(i for i, line in enumerate(lines) if line.lstrip().startswith("h2 "))
+    assert lines[h2].split()[:5] == ["h2", "failed", "3", "0", "1"]
+    assert lines[h2 + 1].strip() == "FAILED Start service: unit not found"
