@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet import api
-from gpufleet.lab import fleet as fleet_mod
-from gpufleet.lab import reposerver
-from gpufleet.lab.image import ensure_image
-from gpufleet.lab.podman import containers_conf, project_root
+from gpufleet_lab import fleet as fleet_mod
+from gpufleet_lab import reposerver
+from gpufleet_lab.image import ensure_image
+from gpufleet_lab.podman import containers_conf, project_root
 
 ROOT = project_root()
 

@@ -36,10 +36,10 @@ if [[ ! -x $VENV/bin/python ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
 stamp=$VENV/.gpufleet-install
-want=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml simulator/pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  step "pip install -c $CONSTRAINTS -e '.[dev]'"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$CONSTRAINTS" -e '.[dev]'
+  step "pip install -c $CONSTRAINTS -e '.[dev]' -e ./simulator"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$CONSTRAINTS" -e '.[dev]' -e ./simulator
   echo "$want" > "$stamp"
 else
   step "$VENV up to date"
@@ -52,5 +52,5 @@ step "gpusim build (simulated NVIDIA packages, signed repository, PEP 503 index)
 gpusim build
 
 step "test-host image"
-python -m gpufleet.lab.cli image build
+python -m gpufleet_lab.cli image build
 step "done"

@@ -8,4 +8,4 @@ export PATH=$PWD/build/venv/bin:$PATH CONTAINERS_CONF=$PWD/build/lab/containers.
 if command -v gpufleet-lab >/dev/null; then
   exec gpufleet-lab demo "$@"
 fi
-exec python -m gpufleet.lab.cli demo "$@"
+exec python -m gpufleet_lab.cli demo "$@"

@@ -17,7 +17,7 @@ export PY_COLORS=0 ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 NO_COLOR=1
 # Whatever a test leaves behind (it should leave nothing: tests/integration/test_no_leftovers.py checks),
 # the lab's labelled containers and the repository servers its fleets started go when the run ends
 # (Molecule destroys its own hosts, also after a failure).
-cleanup() { python -m gpufleet.lab.cli cleanup >/dev/null 2>&1 || true; }
+cleanup() { python -m gpufleet_lab.cli cleanup >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 log=build/test-output.log

@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Filters of the nvidia_gpu_sharing role: validate the sharing variables and build the device plugin's config.
 
 The document follows NVIDIA k8s-device-plugin's ``api/config/v1`` (``version: v1``, ``flags.migStrategy``,

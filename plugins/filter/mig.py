@@ -1,5 +1,5 @@
 # Copyright: (c) 2025, gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """MIG layout filters: validate and plan offline, import/export NVIDIA mig-parted configs.
 
 Documentation for each filter lives beside this file (``mig_validate.yml``, ``mig_plan.yml``,

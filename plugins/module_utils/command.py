@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Run external tools from gpufleet modules: argv lists only (never a shell line), C locale forced."""
 
 from __future__ import annotations

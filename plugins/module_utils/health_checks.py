@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Pure evaluation of GPU health measurements against thresholds.
 
 Nothing here talks to NVML or runs a command: :mod:`nvml_health` (and the module's command reads) produce a

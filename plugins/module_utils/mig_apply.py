@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Apply a MIG layout on the local host: read NVML, plan (``mig_planner``), refuse busy GPUs, act, verify.
 
 Shared by the ``gpufleet.nvidia.nvidia_mig`` module and the boot-time re-apply entry point that the

@@ -1,5 +1,5 @@
 # Copyright: (c) 2025, gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Offline MIG layout model: parse named layouts, validate them against GPUs, find placements.
 
 Pure Python (standard library only), used on the controller without a GPU by the ``gpufleet.nvidia.mig_*``

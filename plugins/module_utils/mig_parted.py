@@ -1,5 +1,5 @@
 # Copyright: (c) 2025, gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Import and export NVIDIA mig-parted configs (``version: v1`` / ``mig-configs``).
 
 The checks and their messages follow mig-parted's own unmarshaller (api/spec/v1/spec.go, pkg/types), prefixed

@@ -1,5 +1,5 @@
 # Copyright: (c) 2025, gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """MIG planner: from what NVML reports and a validated desired layout to ordered, minimal actions per GPU.
 
 ``plan(current, desired)``: ``current`` is one dict per GPU as NVML reports it::

@@ -1,5 +1,5 @@
 # Copyright: (c) 2025, gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """gpufleet's own table of MIG-capable GPU models and the MIG profile-name grammar.
 
 Pure Python, standard library only: the controller uses it with no GPU and no NVML.

@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """NVML access for gpufleet modules: the only place in the collection that imports ``pynvml``.
 
 Every module that talks to the GPU driver opens an :func:`nvml_session` and uses the :class:`Nvml` object it

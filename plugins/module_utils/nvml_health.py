@@ -1,5 +1,5 @@
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Health reads of every GPU of a host in ONE NVML session, as the measurement document of :mod:`health_checks`.
 
 Built on :func:`nvml.nvml_session` / :class:`nvml.Nvml` (the only place that imports pynvml). Each metric is read

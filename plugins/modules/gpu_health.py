@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
 """Ansible module gpufleet.nvidia.gpu_health: one health check of every GPU of a host, in one NVML session."""
 
 from __future__ import annotations

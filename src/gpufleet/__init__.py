@@ -1,8 +1,8 @@
 """gpufleet: provision and operate NVIDIA GPU servers with the Ansible collection gpufleet.nvidia.
 
 The Python API lives in :mod:`gpufleet.api` (runs) and :mod:`gpufleet.results` (typed results); the command line in
-:mod:`gpufleet.cli`. Importing this package imports neither, so that the simulator (:mod:`gpufleet.sim`) and the
-test-host harness (:mod:`gpufleet.lab`) stay light.
+:mod:`gpufleet.cli`. Importing this package imports neither, so that the simulator (:mod:`gpufleet_sim`) and the
+test-host harness (:mod:`gpufleet_lab`) stay light.
 """
 
 from __future__ import annotations

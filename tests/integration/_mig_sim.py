@@ -25,7 +25,7 @@ for _path in (str(SRC), str(COLLECTIONS)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from gpufleet.sim import presets, store  # noqa: E402
+from gpufleet_sim import presets, store  # noqa: E402
 
 A100_MIXED = [{"devices": "all", "mig_enabled": True,
                "gpu_instances": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
@@ -33,7 +33,7 @@ A100_MIXED = [{"devices": "all", "mig_enabled": True,
 
 def sim_lib_dir() -> Path:
     """Build (incrementally) the simulator's library under build/mig/lib and return its directory."""
-    from gpufleet.sim.build import build_library
+    from gpufleet_sim.build import build_library
 
     return Path(build_library(BUILD / "lib", DRIVER_VERSION)).parent
 
@@ -43,7 +43,7 @@ def sim_bin_dir() -> Path:
     path = BUILD / "bin"
     path.mkdir(parents=True, exist_ok=True)
     smi = path / "nvidia-smi"
-    text = f'#!/bin/sh\nPYTHONPATH="{SRC}" exec "{VENV_PYTHON}" -m gpufleet.sim.tools.nvidia_smi "$@"\n'
+    text = f'#!/bin/sh\nPYTHONPATH="{SRC}" exec "{VENV_PYTHON}" -m gpufleet_sim.tools.nvidia_smi "$@"\n'
     if not smi.exists() or smi.read_text(encoding="utf-8") != text:
         smi.write_text(text, encoding="utf-8")
         smi.chmod(0o755)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.lab import reposerver
-from gpufleet.lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
-from gpufleet.lab.image import ensure_image
-from gpufleet.lab.podman import containers_conf, project_root
+from gpufleet_lab import reposerver
+from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.image import ensure_image
+from gpufleet_lab.podman import containers_conf, project_root
 
 pytestmark = pytest.mark.hosts
 

@@ -2,7 +2,7 @@
 
 Fast real path: real Ansible (ad-hoc ``ansible localhost -m gpufleet.nvidia.gpu_health``, local connection), real
 pynvml, the simulator's ``libnvidia-ml.so.1`` (``LD_LIBRARY_PATH``) and a temporary state file
-(``NVML_SIM_STATE``); faults are injected with ``gpufleet.sim.hardware`` exactly as ``gpusim`` does.
+(``NVML_SIM_STATE``); faults are injected with ``gpufleet_sim.hardware`` exactly as ``gpusim`` does.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.sim import hardware, store
+from gpufleet_sim import hardware, store
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = sys.executable
@@ -33,11 +33,11 @@ PRESET = "8xH100-NVSwitch"
 
 
 def build_sim_library(out_dir: Path, driver_version: str) -> Path:
-    """Build the simulator's libnvidia-ml.so.1 (``gpufleet.sim.build`` when present, else its Makefile)."""
+    """Build the simulator's libnvidia-ml.so.1 (``gpufleet_sim.build`` when present, else its Makefile)."""
     try:
-        from gpufleet.sim.build import build_library
+        from gpufleet_sim.build import build_library
     except ImportError:
-        subprocess.run(["make", "-j1", "-s", "-C", str(ROOT / "src/gpufleet/sim/native"), f"OUT={out_dir}",
+        subprocess.run(["make", "-j1", "-s", "-C", str(ROOT / "simulator/src/gpufleet_sim/native"), f"OUT={out_dir}",
                         f"DRIVER_VERSION={driver_version}", f"PYTHON={VENV_PYTHON}"], check=True)
         return out_dir / "libnvidia-ml.so.1"
     return Path(build_library(out_dir, driver_version))
@@ -52,7 +52,7 @@ def sim_lib_dir() -> Path:
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    presets = pytest.importorskip("gpufleet.sim.presets")
+    presets = pytest.importorskip("gpufleet_sim.presets")
     doc = presets.build_state(PRESET, 1)
     for gpu in doc["gpus"]:  # a provisioned host: nvidia-persistenced has turned persistence mode on
         gpu["persistence_mode"] = 1

@@ -24,7 +24,7 @@ from rich.console import Console
 from gpufleet import api
 from gpufleet.junit import to_junit_xml
 from gpufleet.renderers.health import render_verify
-from gpufleet.sim import hardware, store
+from gpufleet_sim import hardware, store
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_VERSION = "570.172.08"
@@ -37,9 +37,9 @@ VENV_PATH = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
 
 def _build_sim_library(out_dir: Path) -> Path:
     try:
-        from gpufleet.sim.build import build_library
+        from gpufleet_sim.build import build_library
     except ImportError:
-        subprocess.run(["make", "-j1", "-s", "-C", str(ROOT / "src/gpufleet/sim/native"), f"OUT={out_dir}",
+        subprocess.run(["make", "-j1", "-s", "-C", str(ROOT / "simulator/src/gpufleet_sim/native"), f"OUT={out_dir}",
                         f"DRIVER_VERSION={DRIVER_VERSION}", f"PYTHON={sys.executable}"], check=True)
         return out_dir
     return Path(build_library(out_dir, DRIVER_VERSION)).parent
@@ -53,7 +53,7 @@ def _venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The inventory file and, per host, its state file and report paths."""
-    presets = pytest.importorskip("gpufleet.sim.presets")
+    presets = pytest.importorskip("gpufleet_sim.presets")
     lib_dir = _build_sim_library(LIB_DIR)
     base = tmp_path_factory.mktemp("verify")
     hosts: dict[str, Any] = {}

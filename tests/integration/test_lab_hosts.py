@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import fleet as fleet_mod
-from gpufleet.lab import reposerver
-from gpufleet.lab.hosts import (
+from gpufleet_lab import fleet as fleet_mod
+from gpufleet_lab import reposerver
+from gpufleet_lab.hosts import (
     HostError,
     HostSpec,
     cleanup,
@@ -20,8 +20,8 @@ from gpufleet.lab.hosts import (
     start_hosts,
     stop_hosts,
 )
-from gpufleet.lab.image import IMAGE, ensure_image
-from gpufleet.lab.podman import LAB_OWNER, podman
+from gpufleet_lab.image import IMAGE, ensure_image
+from gpufleet_lab.podman import LAB_OWNER, podman
 
 pytestmark = pytest.mark.hosts
 
@@ -109,7 +109,7 @@ def test_fleet_up_and_down_with_synthetic_hosts() -> None:
         reposerver.check_repo(reposerver.repo_dir())
     except reposerver.RepoServerError as exc:
         pytest.fail(str(exc))
-    pytest.importorskip("gpufleet.sim.presets")
+    pytest.importorskip("gpufleet_sim.presets")
     was_serving = reposerver.is_serving()
     fleet = fleet_mod.up("lab-it-fleet", count=2)
     try:

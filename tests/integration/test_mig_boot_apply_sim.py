@@ -23,7 +23,7 @@ from _mig_sim import (
     sim_lib_dir,
 )
 
-from gpufleet.sim import hardware
+from gpufleet_sim import hardware
 
 SCRIPT = ROOT / "roles" / "nvidia_mig" / "files" / "gpufleet-mig-apply.py"
 EXPECTED = [("2g.20gb", 0, [2]), ("1g.10gb", 2, [1]), ("1g.10gb", 3, [1]), ("3g.40gb", 4, [3])]

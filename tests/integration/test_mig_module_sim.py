@@ -2,7 +2,7 @@
 busy GPUs, reset refusals and an NVML failure in the middle of an apply.
 
 Fast real path (no podman): ``ansible localhost -c local -m gpufleet.nvidia.nvidia_mig`` with the simulator's
-library and a temporary state; faults and processes are injected with ``gpufleet.sim.hardware``.
+library and a temporary state; faults and processes are injected with ``gpufleet_sim.hardware``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _mig_sim import A100_MIXED, mig_layout, mig_modes, new_state, run_module, sim_lib_dir
 
-from gpufleet.sim import hardware, store
+from gpufleet_sim import hardware, store
 
 H100_MIXED = [{"devices": "all", "mig_enabled": True,
                "gpu_instances": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]

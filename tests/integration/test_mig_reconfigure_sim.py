@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _mig_sim import fleet, fleet_env, mig_layout, mig_modes, sim_lib_dir
 
 from gpufleet import api
-from gpufleet.sim import hardware
+from gpufleet_sim import hardware
 
 HOSTS = {"sim-a": "8xA100", "sim-b": "8xH100-NVSwitch", "sim-c": "1xH200", "sim-d": "8xH100-NVSwitch"}
 LAYOUTS = {

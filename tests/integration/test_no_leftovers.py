@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.lab import reposerver
-from gpufleet.lab.fleet import load_record
-from gpufleet.lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, build_dir, podman
+from gpufleet_lab import reposerver
+from gpufleet_lab.fleet import load_record
+from gpufleet_lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, build_dir, podman
 
 pytestmark = pytest.mark.hosts
 

@@ -76,13 +76,13 @@ def test_wheel_carries_the_package_and_its_data(wheel):
     package_data = {f"gpufleet/{p.removeprefix('src/gpufleet/')}" for p in _files(REPO / "src" / "gpufleet")}
     missing = sorted(package_data - names)
     assert missing == [], f"package files missing from the wheel: {missing}"
-    sim = {n for n in names if n.startswith("gpufleet/sim/")}
+    sim = {n for n in names if n.startswith("gpufleet_sim/")}
     if (REPO / "src" / "gpufleet" / "sim" / "native").is_dir():
         assert any(n.endswith(".c") for n in sim)
         assert any(n.endswith("Makefile") for n in sim)
     entry_points = zipfile.ZipFile(wheel).read("gpufleet-0.1.0.dist-info/entry_points.txt").decode()
     assert "gpufleet = gpufleet.cli:main" in entry_points
-    assert "gpusim = gpufleet.sim.cli:main" in entry_points
+    assert "gpusim = gpufleet_sim.cli:main" in entry_points
 
 
 def test_installed_package_runs_a_playbook_from_outside_the_checkout(venv, tmp_path):

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.lab import reposerver
-from gpufleet.lab.image import ensure_image
-from gpufleet.lab.podman import containers_conf
+from gpufleet_lab import reposerver
+from gpufleet_lab.image import ensure_image
+from gpufleet_lab.podman import containers_conf
 
 
 @pytest.fixture(scope="module")

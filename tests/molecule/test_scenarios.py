@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.lab.podman import project_root
+from gpufleet_lab.podman import project_root
 
 ROOT = project_root()
 BASE_CONFIG = ROOT / "molecule" / "_shared" / "base.yml"

@@ -114,14 +114,14 @@ def tool_env(state: Path, libdir: Path | None, **extra: str) -> dict[str, str]:
 
 def run_tool(module: str, args: list[str], env: dict[str, str], stdin: str | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m gpufleet.sim.tools.<module> args``."""
-    return subprocess.run([sys.executable, "-m", f"gpufleet.sim.tools.{module}", *args], env=env, text=True,
+    """Run ``python -m gpufleet_sim.tools.<module> args``."""
+    return subprocess.run([sys.executable, "-m", f"gpufleet_sim.tools.{module}", *args], env=env, text=True,
                           capture_output=True, input=stdin, timeout=timeout, check=False)
 
 
 def build_lib(driver_version: str = DRIVER_VERSION) -> Path:
     """Build (incrementally) the simulated library for ``driver_version``; return the folder holding it."""
-    from gpufleet.sim.build import build_library
+    from gpufleet_sim.build import build_library
 
     lib = build_library(REPO / "build" / "sim-tools" / f"lib-{driver_version}", driver_version, python=sys.executable)
     return Path(lib).parent

@@ -110,7 +110,7 @@ class NvmlSim:
 @pytest.fixture(scope="session")
 def nvml_libdir() -> Path:
     """Build the simulated library once per session into build/sim-test/ and return its folder."""
-    from gpufleet.sim.build import build_library
+    from gpufleet_sim.build import build_library
 
     return build_library(SIM_TEST_BUILD, SIM_DRIVER_VERSION, python=sys.executable).parent
 
@@ -122,7 +122,7 @@ def nvml_sim(nvml_libdir: Path, tmp_path: Path) -> Iterator[Callable[..., NvmlSi
     ``public=True`` puts the state in a world-readable folder (0755, file 0644, root-owned) so that a scenario
     run as ``nobody`` can read it.
     """
-    from gpufleet.sim.presets import build_state
+    from gpufleet_sim.presets import build_state
 
     public_dirs: list[str] = []
 

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import make_state, write_state
 
-from gpufleet.sim import hardware, store
+from gpufleet_sim import hardware, store
 
 DEAD = 2**22 + 12345  # above the default pid_max: never alive
 

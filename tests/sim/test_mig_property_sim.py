@@ -35,7 +35,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import 
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import get_model  # noqa: E402
 
-from gpufleet.sim import presets, store  # noqa: E402
+from gpufleet_sim import presets, store  # noqa: E402
 
 PRESET_BY_MODEL = {"A100-SXM4-80GB": "8xA100", "A100-SXM4-40GB": "2xA100-40GB", "H100-SXM5-80GB": "8xH100-NVSwitch",
                    "H200-141GB": "1xH200", "A30-24GB": "4xA30"}
@@ -49,7 +49,7 @@ def nvml(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]
 
     import pynvml
 
-    from gpufleet.sim.build import build_library
+    from gpufleet_sim.build import build_library
 
     lib = build_library(REPO / "build" / "mig" / "lib", "550.163.01")
     state = tmp_path_factory.mktemp("mig-property") / "state.json"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.sim.models import UnknownModelError, list_models, load_model, pci_ids
+from gpufleet_sim.models import UnknownModelError, list_models, load_model, pci_ids
 
 # name, enum index, profile id, instances, slices, SMs, memory GiB, CE, DEC, JPEG, OFA, placement starts, size
 Row = tuple[str, int, int, int, int, int, str | None, int | None, int | None, int | None, int | None,

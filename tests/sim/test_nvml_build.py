@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.sim.build import BuildError, build_library, native_dir
+from gpufleet_sim.build import BuildError, build_library, native_dir
 
 
 def _readelf_dynamic(lib: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.sim.presets import mig_device_uuid
+from gpufleet_sim.presets import mig_device_uuid
 
 # A100-80GB with MIG on: a 3g.40gb GI (id 1 at 0:4) and a 1g.10gb GI (id 13 at 6:1)
 SETUP = """

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.sim.models import load_model
+from gpufleet_sim.models import load_model
 
 # nvmlGpuInstanceProfileInfo_v3_t from nvml.h (not in the pinned pynvml): same size as v2, other layout
 V3_STRUCT = """

@@ -95,7 +95,7 @@ def test_system_versions(nvml_sim: Callable[..., Any]) -> None:
 
 
 def test_driver_570_branch_reports_cuda_12_8(nvml_sim: Callable[..., Any], tmp_path: Path) -> None:
-    from gpufleet.sim.build import build_library
+    from gpufleet_sim.build import build_library
 
     lib = build_library(Path(__file__).resolve().parents[2] / "build" / "sim-test-570", "570.172.08", sys.executable)
     sim = nvml_sim()

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import REPO
 
-from gpufleet.sim import packaging
+from gpufleet_sim import packaging
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from gpufleet.sim.models import load_model, pci_ids
-from gpufleet.sim.presets import UnknownPresetError, build_state, list_presets, mig_device_uuid
+from gpufleet_sim.models import load_model, pci_ids
+from gpufleet_sim.presets import UnknownPresetError, build_state, list_presets, mig_device_uuid
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import free_port
 
-from gpufleet.sim import packaging, repo
+from gpufleet_sim import packaging, repo
 
 
 @pytest.fixture(scope="module")

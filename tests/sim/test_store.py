@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import make_state, write_state
 
-from gpufleet.sim import store
+from gpufleet_sim import store
 
 
 def test_state_path_default_and_env(monkeypatch: pytest.MonkeyPatch) -> None:

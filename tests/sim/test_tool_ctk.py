@@ -12,8 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import build_lib, make_state, run_tool, tool_env, write_state
 
-from gpufleet.sim import store
-from gpufleet.sim.tools import nvidia_ctk
+from gpufleet_sim import store
+from gpufleet_sim.tools import nvidia_ctk
 
 CONTAINERD_EXISTING = """version = 2
 root = "/var/lib/containerd"

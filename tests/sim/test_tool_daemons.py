@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import DRIVER_VERSION, build_lib, make_state, run_tool, tool_env, write_state
 
-from gpufleet.sim import store
+from gpufleet_sim import store
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -50,7 +50,7 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def spawn(module: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", f"gpufleet.sim.tools.{module}", *args], env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", f"gpufleet_sim.tools.{module}", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -117,7 +117,7 @@ def test_mps_control_daemon(env: dict[str, str]) -> None:
                     "set_default_device_pinned_mem_limit 0 4096M\nget_default_device_pinned_mem_limit 0\n"
                     "get_server_list\n")
         assert run_tool("nvidia_cuda_mps_control", [], env, stdin=commands).stdout == "25.0\n25.0\n4096M\n"
-        connect = subprocess.run([sys.executable, "-m", "gpufleet.sim.cli", "mps-client", "connect", "--pid",
+        connect = subprocess.run([sys.executable, "-m", "gpufleet_sim.cli", "mps-client", "connect", "--pid",
                                   str(os.getpid()), "--uid", "1000"], env=env, text=True, capture_output=True,
                                  check=False)
         assert connect.returncode == 0, connect.stderr

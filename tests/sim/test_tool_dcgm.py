@@ -18,8 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import DRIVER_VERSION, build_lib, free_port, make_state, run_tool, tool_env, write_state
 
-from gpufleet.sim import hardware, store
-from gpufleet.sim.tools import dcgm_checks
+from gpufleet_sim import hardware, store
+from gpufleet_sim.tools import dcgm_checks
 
 
 def wait_port(port: int, proc: subprocess.Popen[str], timeout: float = 20.0) -> None:
@@ -48,7 +48,7 @@ def env(tmp_path: Path, libdir: Path) -> dict[str, str]:
 @pytest.fixture
 def engine(env: dict[str, str]) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpufleet.sim.tools.nv_hostengine", "-n", "-p", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "gpufleet_sim.tools.nv_hostengine", "-n", "-p", str(port),
                              "--bind-interface", "127.0.0.1"], env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
@@ -145,7 +145,7 @@ def test_exporter_metrics(env: dict[str, str], tmp_path: Path) -> None:
                         "DCGM_FI_DRIVER_VERSION, label, Driver Version\n")
     hardware.append_event(1, 43, env["NVML_SIM_STATE"])
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpufleet.sim.tools.dcgm_exporter", "-f", str(counters), "-a",
+    proc = subprocess.Popen([sys.executable, "-m", "gpufleet_sim.tools.dcgm_exporter", "-f", str(counters), "-a",
                              f"127.0.0.1:{port}"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_port(port, proc)

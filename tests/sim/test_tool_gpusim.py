@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.sim import cli, presets, store
+from gpufleet_sim import cli, presets, store
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

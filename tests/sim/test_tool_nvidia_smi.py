@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _toolkit import build_lib, make_state, run_tool, tool_env, write_state
 
-from gpufleet.sim import hardware, store
+from gpufleet_sim import hardware, store
 
 # MIG User Guide, "List GPU Instances" (one row per instance, 54 columns wide)
 LGI_REFERENCE = """\

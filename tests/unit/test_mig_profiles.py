@@ -161,7 +161,7 @@ def test_ci_profiles(model: str, gi: str, expected: list[tuple[str, int, int]]) 
 
 
 @pytest.mark.parametrize(("gi", "starts"), [
-    # The simulator's CI placement table (src/gpufleet/sim/models/*.json); unverified on hardware.
+    # The simulator's CI placement table (simulator/src/gpufleet_sim/models/*.json); unverified on hardware.
     ("7g.80gb", [(0, 1, 2, 3, 4, 5, 6), (0, 2, 4), (0, 4), (0,), (0,)]),
     ("4g.40gb", [(0, 1, 2, 3), (0, 2), (0,)]),
     ("3g.40gb", [(0, 1, 2), (0,), (0,)]),

@@ -77,7 +77,7 @@ def test_scan_of_the_lab_tree_matches_the_preset(tmp_path: Path) -> None:
     """The lab's fake PCI tree (what the test hosts bind-mount) is read the way the state document says."""
     sys.path.insert(0, str(REPO / "src"))
     try:
-        from gpufleet.lab.pcitree import write_pci_tree
+        from gpufleet_lab.pcitree import write_pci_tree
     finally:
         sys.path.remove(str(REPO / "src"))
     state = {"gpus": [{"index": i, "architecture": 9,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks, summarise
 from gpufleet.results import Event, FailedTask, HostResult, RunResult
+from gpufleet_lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks, summarise
 
 
 @pytest.mark.parametrize(("facts", "gpus"), [

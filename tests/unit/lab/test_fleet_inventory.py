@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.lab.fleet import FleetError, sim_inventory_dir, specs_from_inventory, synthetic_specs, write_inventory
-from gpufleet.lab.hosts import HostSpec, create_args, loopback_address
+from gpufleet_lab.fleet import FleetError, sim_inventory_dir, specs_from_inventory, synthetic_specs, write_inventory
+from gpufleet_lab.hosts import HostSpec, create_args, loopback_address
 
 
 @pytest.mark.parametrize(("number", "address"), [(1, "127.0.1.1"), (16, "127.0.16.1"), (254, "127.0.254.1")])

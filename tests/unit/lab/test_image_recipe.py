@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.lab.image import DEFAULT_MIRROR, PACKAGES, Recipe, debian_mirror
+from gpufleet_lab.image import DEFAULT_MIRROR, PACKAGES, Recipe, debian_mirror
 
 
 def test_digest_is_stable_and_order_independent() -> None:

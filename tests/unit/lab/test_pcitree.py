@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab.pcitree import (
+from gpufleet_lab.pcitree import (
     GPU_CLASS,
     NVSWITCH_CLASS,
     PciTreeError,

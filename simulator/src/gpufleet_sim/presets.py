@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.sim.models import load_model, pci_ids
+from gpufleet_sim.models import load_model, pci_ids
 
 SCHEMA_VERSION = 1
 NVML_BRAND_NVIDIA = 14

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpufleet.lab import fleet as fleet_mod
-from gpufleet.lab.hosts import exec_in
-from gpufleet.lab.podman import containers_conf, project_root
+from gpufleet_lab import fleet as fleet_mod
+from gpufleet_lab.hosts import exec_in
+from gpufleet_lab.podman import containers_conf, project_root
 
 
 @dataclass

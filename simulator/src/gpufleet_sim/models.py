@@ -50,7 +50,7 @@ class ModelDataError(ValueError):
 
 
 def _models_dir() -> Any:
-    return resources.files("gpufleet.sim").joinpath("models")
+    return resources.files("gpufleet_sim").joinpath("models")
 
 
 def list_models() -> list[str]:

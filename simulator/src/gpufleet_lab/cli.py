@@ -17,10 +17,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from gpufleet.lab import fleet as fleet_mod
-from gpufleet.lab import hosts as hosts_mod
-from gpufleet.lab import image as image_mod
-from gpufleet.lab.podman import LAB_OWNER, MOLECULE_OWNER, build_dir
+from gpufleet_lab import fleet as fleet_mod
+from gpufleet_lab import hosts as hosts_mod
+from gpufleet_lab import image as image_mod
+from gpufleet_lab.podman import LAB_OWNER, MOLECULE_OWNER, build_dir
 
 
 def _image_build(args: argparse.Namespace) -> int:
@@ -100,7 +100,7 @@ def _fleet_status(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from gpufleet.lab import demo
+    from gpufleet_lab import demo
 
     return demo.main(keep=args.keep)
 

@@ -1,6 +1,6 @@
 """The local apt/PEP 503 repository server the simulated hosts install from (127.0.0.1:8765).
 
-The simulator's own server (``gpufleet.sim.repo.serve``) is used when it is available; otherwise a plain
+The simulator's own server (``gpufleet_sim.repo.serve``) is used when it is available; otherwise a plain
 ``python3 -m http.server`` bound to 127.0.0.1 serves ``build/repo``. Whoever starts the server records its PID and
 stops it by that PID; a server that was already running is reused and left alone.
 """
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.lab.podman import build_dir, project_root
+from gpufleet_lab.podman import build_dir, project_root
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -73,9 +73,9 @@ def _fallback_serve(path: Path, host: str, port: int) -> int:
 
 
 def _sim_repo() -> Any:
-    """Return ``gpufleet.sim.repo`` (its server writes the PID file ``gpusim repo stop`` uses), or ``None``."""
+    """Return ``gpufleet_sim.repo`` (its server writes the PID file ``gpusim repo stop`` uses), or ``None``."""
     try:
-        return importlib.import_module("gpufleet.sim.repo")
+        return importlib.import_module("gpufleet_sim.repo")
     except ImportError:
         return None
 

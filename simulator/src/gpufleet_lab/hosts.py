@@ -1,6 +1,6 @@
 """Start and stop throw-away systemd hosts, each with a simulated GPU preset.
 
-A host is a podman container from :data:`gpufleet.lab.image.IMAGE` running ``/sbin/init`` on the host network
+A host is a podman container from :data:`gpufleet_lab.image.IMAGE` running ``/sbin/init`` on the host network
 (never ``--privileged``). Before it boots it receives its simulated hardware: the preset's state document at
 ``/var/lib/nvidia-sim/state.json`` (0644 root, directory 0755) and a read-only fake PCI tree mounted over
 ``/sys/bus/pci/devices``. Each host owns one loopback address ``127.0.N.1`` for services it runs.
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.lab.image import IMAGE
-from gpufleet.lab.pcitree import write_pci_tree
-from gpufleet.lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, PodmanError, build_dir, podman
+from gpufleet_lab.image import IMAGE
+from gpufleet_lab.pcitree import write_pci_tree
+from gpufleet_lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, PodmanError, build_dir, podman
 
 LOG = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Host:
 
 def preset_state(preset: str, host_seed: str) -> dict[str, Any]:
     """Build the state document of ``preset`` with the simulator (seeded by the host name)."""
-    from gpufleet.sim.presets import build_state  # imported late: hosts with explicit states need no simulator
+    from gpufleet_sim.presets import build_state  # imported late: hosts with explicit states need no simulator
 
     return build_state(preset, host_seed)
 

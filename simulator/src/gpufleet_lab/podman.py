@@ -18,7 +18,7 @@ LAB_OWNER = "gpufleet-lab"
 MOLECULE_OWNER = "molecule"
 
 CONTAINERS_CONF = """\
-# Written by gpufleet.lab: used through CONTAINERS_CONF, nothing is written to /etc.
+# Written by gpufleet_lab: used through CONTAINERS_CONF, nothing is written to /etc.
 [containers]
 netns = "host"
 default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]

@@ -92,11 +92,11 @@ class Package:
 
 
 def _tools_dir() -> Path:
-    return Path(str(resources.files("gpufleet.sim").joinpath("tools")))
+    return Path(str(resources.files("gpufleet_sim").joinpath("tools")))
 
 
 def _sim_dir() -> Path:
-    return Path(str(resources.files("gpufleet.sim")))
+    return Path(str(resources.files("gpufleet_sim")))
 
 
 def python_files(pydir: str, modules: Iterable[str], core: bool) -> dict[str, FileContent]:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.lab.podman import PodmanError, build_dir, podman
+from gpufleet_lab.podman import PodmanError, build_dir, podman
 
 LOG = logging.getLogger(__name__)
 

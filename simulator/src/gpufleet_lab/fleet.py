@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from gpufleet.lab import reposerver
-from gpufleet.lab.hosts import HostSpec, list_hosts, loopback_address, start_hosts, stop_hosts
-from gpufleet.lab.image import ensure_image
-from gpufleet.lab.podman import LAB_OWNER, build_dir, project_root
+from gpufleet_lab import reposerver
+from gpufleet_lab.hosts import HostSpec, list_hosts, loopback_address, start_hosts, stop_hosts
+from gpufleet_lab.image import ensure_image
+from gpufleet_lab.podman import LAB_OWNER, build_dir, project_root
 
 SIM_FLEET = "sim"
 PRESET_VAR = "gpufleet_sim_preset"

@@ -16,7 +16,7 @@ class BuildError(RuntimeError):
 
 def native_dir() -> Path:
     """Return the folder holding the C sources and the Makefile."""
-    return Path(str(resources.files("gpufleet.sim").joinpath("native")))
+    return Path(str(resources.files("gpufleet_sim").joinpath("native")))
 
 
 def build_library(out_dir: Path, driver_version: str, python: str = sys.executable) -> Path:
