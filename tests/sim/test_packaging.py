@@ -37,23 +37,24 @@ def contents(deb: Path) -> list[str]:
     return [line.split()[5] for line in out.splitlines()]
 
 
+#: the package table of docs/simulator.md, typed as data: two driver branches (550.163.01, 570.172.08), two
+#: container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter
+DRIVER_PACKAGES = ("cuda-drivers-{b}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
+                   "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps", "nvidia-fabricmanager-{b}",
+                   "libnvidia-nscq-{b}")
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+                    "libnvidia-container1")
+EXPECTED_DEBS = sorted(
+    [f"{name.format(b=branch)}_{version}-1_amd64.deb"
+     for branch, version in (("550", "550.163.01"), ("570", "570.172.08")) for name in DRIVER_PACKAGES]
+    + ["nvidia-driver-pinning-550_550.163.01-1_all.deb", "nvidia-driver-pinning-570_570.172.08-1_all.deb"]
+    + [f"{name}_{version}-1_amd64.deb" for version in ("1.17.8", "1.18.0") for name in TOOLKIT_PACKAGES]
+    + ["datacenter-gpu-manager-4-core_4.4.1-1_amd64.deb", "datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb",
+       "datacenter-gpu-manager-4-cuda13_4.4.1-1_amd64.deb", "datacenter-gpu-manager-exporter_4.4.1-4.5.2-1_amd64.deb"])
+
+
 def test_package_set(pool: Path) -> None:
-    names = sorted(p.name for p in pool.glob("*.deb"))
-    expected = set()
-    for branch, driver in packaging.DRIVER_BRANCHES.items():
-        for name in ("cuda-drivers-{b}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
-                     "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps",
-                     "nvidia-fabricmanager-{b}", "libnvidia-nscq-{b}"):
-            expected.add(f"{name.format(b=branch)}_{driver}-1_amd64.deb")
-        expected.add(f"nvidia-driver-pinning-{branch}_{driver}-1_all.deb")
-    for version in packaging.TOOLKIT_VERSIONS:
-        for name in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
-                     "libnvidia-container1"):
-            expected.add(f"{name}_{version}-1_amd64.deb")
-    expected |= {"datacenter-gpu-manager-4-core_4.4.1-1_amd64.deb", "datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb",
-                 "datacenter-gpu-manager-4-cuda13_4.4.1-1_amd64.deb",
-                 "datacenter-gpu-manager-exporter_4.4.1-4.5.2-1_amd64.deb"}
-    assert names == sorted(expected)
+    assert sorted(p.name for p in pool.glob("*.deb")) == EXPECTED_DEBS
 
 
 @pytest.mark.parametrize(
