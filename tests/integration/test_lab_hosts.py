@@ -63,6 +63,24 @@ def test_state_file_is_the_preset_root_owned(two_hosts: list[HostSpec]) -> None:
         assert modes[:2] == ["755 root:root", "644 root:root"]
 
 
+@pytest.mark.parametrize("package", [
+    "systemd", "systemd-sysv", "dbus",      # systemd as PID 1
+    "python3", "python3-apt",              # Ansible's apt module on the target
+    "python3-debian",                      # deb822_repository
+    "python3-venv",                        # nvml_python's venv
+    "pciutils", "libcjson1",               # lspci; the simulated libnvidia-ml's one Debian dependency
+])
+def test_the_image_has_what_the_roles_need(two_hosts: list[HostSpec], package: str) -> None:
+    status = exec_in(two_hosts[0].name, ["dpkg-query", "-W", "-f", "${db:Status-Status}", package], check=False)
+    assert status == "installed"
+
+
+def test_the_image_has_no_ssh_server(two_hosts: list[HostSpec]) -> None:
+    # host network: an sshd would bind the machine's port 22
+    out = exec_in(two_hosts[0].name, ["sh", "-c", "ls /usr/sbin/sshd 2>&1; echo rc=$?"], check=False)
+    assert out.endswith("rc=2\n")
+
+
 @pytest.mark.parametrize(("index", "gpus", "bridges"), [(0, 4, 0), (1, 2, 3)])
 def test_lspci_sees_the_simulated_devices(two_hosts: list[HostSpec], index: int, gpus: int, bridges: int) -> None:
     lines = exec_in(two_hosts[index].name, ["lspci", "-nn"]).splitlines()
@@ -109,7 +127,6 @@ def test_fleet_up_and_down_with_synthetic_hosts() -> None:
         reposerver.check_repo(reposerver.repo_dir())
     except reposerver.RepoServerError as exc:
         pytest.fail(str(exc))
-    pytest.importorskip("gpufleet_sim.presets")
     was_serving = reposerver.is_serving()
     fleet = fleet_mod.up("lab-it-fleet", count=2)
     try:

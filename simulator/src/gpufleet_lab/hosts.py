@@ -165,8 +165,9 @@ def start_hosts(specs: Sequence[HostSpec], *, image: str = IMAGE, pci: bool = Tr
             _remove_if_ours(spec.name, spec.owner)
             state_dir, pci_dir, state = prepare_files(spec, state_factory)
             podman(create_args(spec, pci_dir if pci else None, image))
-            podman(["cp", str(state_dir), f"{spec.name}:{STATE_DIR}"])
-            podman(["cp", str(host_files_dir(spec.name) / "ansible"), f"{spec.name}:/etc/ansible"])
+            # `SRC/.`: the folder's content, also into an image that already has the folder (a prepared image)
+            podman(["cp", f"{state_dir}/.", f"{spec.name}:{STATE_DIR}"])
+            podman(["cp", f"{host_files_dir(spec.name) / 'ansible'}/.", f"{spec.name}:/etc/ansible"])
             podman(["start", spec.name])
             started.append(Host(spec=spec, gpus=len(state.get("gpus", [])),
                                 pci_devices=sorted(p.name for p in pci_dir.iterdir()) if pci else []))
