@@ -2,12 +2,16 @@
 
 Two layouts are supported and found without configuration:
 
-* **installed wheel**: the collection is shipped inside the package, at
-  ``gpufleet/_collection/ansible_collections/gpufleet/nvidia``, with ``gpufleet/_collection/ansible.cfg``;
+* **installed wheel**: the collection is installed beside the package, at
+  ``site-packages/ansible_collections/gpufleet/nvidia``, where ansible-core itself looks for collections in the
+  Python it runs on (so ``ansible-playbook gpufleet.nvidia.site`` works without gpufleet); gpufleet's ansible.cfg
+  is ``site-packages/gpufleet/ansible.cfg``;
 * **checkout** (also an editable install): the package lives in ``<repo>/src/gpufleet`` and the repository root is
   the collection root; ``<repo>/collections/ansible_collections/gpufleet/nvidia`` is a symlink back to it.
 
-The wheel layout wins when both exist, so that an installed package never runs content from elsewhere.
+The wheel layout wins when both exist, so that an installed package never runs content from elsewhere. It needs
+both the collection and the ansible.cfg that the wheel ships together: a collection that ``ansible-galaxy``
+installed into site-packages by itself is not mistaken for the wheel's.
 """
 
 from __future__ import annotations
@@ -47,10 +51,11 @@ class CollectionLayout:
 
 def _find_layout(package_dir: Path) -> CollectionLayout:
     """Find the collection next to a package directory (pure path logic, for :func:`layout` and the tests)."""
-    shipped = package_dir / "_collection"
-    shipped_root = shipped / "ansible_collections" / COLLECTION_NAMESPACE / COLLECTION_NAME
-    if (shipped_root / "galaxy.yml").is_file():
-        return CollectionLayout("wheel", shipped_root, shipped, shipped / "ansible.cfg")
+    site_packages = package_dir.parent
+    shipped_root = site_packages / "ansible_collections" / COLLECTION_NAMESPACE / COLLECTION_NAME
+    shipped_cfg = package_dir / "ansible.cfg"
+    if (shipped_root / "galaxy.yml").is_file() and shipped_cfg.is_file():
+        return CollectionLayout("wheel", shipped_root, site_packages, shipped_cfg)
     checkout = package_dir.parent.parent
     if (checkout / "galaxy.yml").is_file() and package_dir.parent.name == "src":
         return CollectionLayout("checkout", checkout, checkout / "collections", checkout / "ansible.cfg")

@@ -1,13 +1,15 @@
-"""The wheel: it carries the package, the simulator's data and the collection, and works from outside a checkout.
+"""The product wheel: the package and the collection, where ansible-core finds it, and none of the simulator.
 
-Built with ``python -m build --wheel --no-isolation``, installed into a fresh venv (no system site packages) with the
-pinned constraints, then used from a directory outside the checkout.
+Built with ``python -m build --wheel --no-isolation``, installed into a fresh venv (no system site packages, no
+checkout on any path) with the pinned constraints, then used from a directory outside the checkout with no
+``ANSIBLE_*`` variable and an empty home: only what the wheel installed can be found.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -20,13 +22,14 @@ import yaml
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-COLLECTION_PREFIX = "gpufleet/_collection/ansible_collections/gpufleet/nvidia/"
-COLLECTION_DIRS = ("meta", "playbooks", "roles", "plugins", "inventories")
+COLLECTION_PREFIX = "ansible_collections/gpufleet/nvidia/"
+# what the collection is, in the checkout (the repository root is the collection root)
+COLLECTION_PARTS = ("meta", "playbooks", "roles", "plugins", "inventories/sample")
 SKIPPED_PARTS = {"__pycache__", ".molecule", ".pytest_cache"}
 
 
 def _run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600, **kwargs)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900, **kwargs)
     assert proc.returncode == 0, f"{argv} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -48,44 +51,86 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def names(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return set(archive.namelist())
+
+
+@pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("venv")
     _run([sys.executable, "-m", "venv", str(path)])
     constraints = REPO / "requirements" / "constraints.txt"
-    _run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)])
+    _run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          "-c", str(constraints), str(wheel)])
     return path
 
 
-def test_wheel_carries_the_collection(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("galaxy.yml", "meta/runtime.yml"):
+@pytest.fixture
+def clean_env(venv: Path, tmp_path: Path) -> dict[str, str]:
+    """The environment of an operator who only installed the wheel: its venv on PATH, an empty home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    return env
+
+
+def _site_packages(venv: Path, env: dict[str, str]) -> Path:
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(_run([str(venv / "bin" / "python"), "-c", code], env=env).stdout.strip())
+
+
+def _metadata(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(f"gpufleet-0.1.0.dist-info/{name}").decode()
+
+
+def test_wheel_carries_the_collection_where_ansible_looks(names):
+    for required in ("galaxy.yml", "meta/runtime.yml", "requirements.yml", "LICENSE", "README.md"):
         assert COLLECTION_PREFIX + required in names
-    assert "gpufleet/_collection/ansible.cfg" in names
-    checkout = set().union(*(_files(REPO / d) for d in COLLECTION_DIRS))
+    assert "gpufleet/ansible.cfg" in names
+    checkout = set().union(*(_files(REPO / d) for d in COLLECTION_PARTS))
     shipped = {n.removeprefix(COLLECTION_PREFIX) for n in names if n.startswith(COLLECTION_PREFIX)}
     missing = sorted(checkout - shipped)
     assert missing == [], f"collection files missing from the wheel: {missing}"
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
-def test_wheel_carries_the_package_and_its_data(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_wheel_carries_the_package(names, wheel):
     for module in ("__init__", "api", "results", "cli", "_paths", "errors"):
         assert f"gpufleet/{module}.py" in names
     assert "gpufleet/py.typed" in names
-    package_data = {f"gpufleet/{p.removeprefix('src/gpufleet/')}" for p in _files(REPO / "src" / "gpufleet")}
-    missing = sorted(package_data - names)
+    package = {f"gpufleet/{p.removeprefix('src/gpufleet/')}" for p in _files(REPO / "src" / "gpufleet")}
+    missing = sorted(package - names)
     assert missing == [], f"package files missing from the wheel: {missing}"
-    sim = {n for n in names if n.startswith("gpufleet_sim/")}
-    if (REPO / "src" / "gpufleet" / "sim" / "native").is_dir():
-        assert any(n.endswith(".c") for n in sim)
-        assert any(n.endswith("Makefile") for n in sim)
-    entry_points = zipfile.ZipFile(wheel).read("gpufleet-0.1.0.dist-info/entry_points.txt").decode()
+    entry_points = _metadata(wheel, "entry_points.txt")
+    assert re.findall(r"^(\S+) = ", entry_points, re.MULTILINE) == ["gpufleet"]
     assert "gpufleet = gpufleet.cli:main" in entry_points
-    assert "gpusim = gpufleet_sim.cli:main" in entry_points
 
 
-def test_installed_package_runs_a_playbook_from_outside_the_checkout(venv, tmp_path):
+def test_wheel_carries_none_of_the_simulator(names, wheel):
+    """The simulator, the test hosts and the sim inventory are gpufleet-sim's (simulator/), never the product's."""
+    simulator = sorted(
+        n for n in names
+        if n.split("/")[0] in ("gpufleet_sim", "gpufleet_lab", "simulator")
+        or n.startswith(f"{COLLECTION_PREFIX}inventories/sim/")
+        or n.endswith((".c", ".h", "Makefile"))
+    )
+    assert simulator == []
+    sim_files = [p.name for p in (REPO / "simulator" / "src").rglob("*.c")]
+    assert sim_files, "the checkout has the simulator's C sources, so the check above could have found them"
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in sim_files]
+    requires = re.findall(r"^Requires-Dist: ([A-Za-z0-9_.-]+)(.*)$", _metadata(wheel, "METADATA"), re.MULTILINE)
+    required = {name.lower(): rest for name, rest in requires if "extra ==" not in rest}
+    assert "gpufleet-sim" not in required
+    # NVML bindings run on the hosts (the nvml_python role's venv) and in the simulator build, never on the controller
+    assert "nvidia-ml-py" not in {name.lower() for name, _ in requires}
+    # the collections the roles use (galaxy.yml `dependencies`) come with the `ansible` package
+    assert "ansible" in required
+
+
+def test_installed_package_runs_a_playbook_from_outside_the_checkout(venv, clean_env, tmp_path):
     python = venv / "bin" / "python"
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"here": {
@@ -99,39 +144,43 @@ def test_installed_package_runs_a_playbook_from_outside_the_checkout(venv, tmp_p
         "print(json.dumps({'origin': layout.origin, 'root': str(layout.root),"
         " 'collections': str(layout.collections_dir), 'cfg': str(layout.ansible_cfg), 'result': result.to_dict()}))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
     playbook = REPO / "tests" / "fixtures" / "runner" / "playbooks" / "whereami.yml"
-    proc = _run([str(python), str(script), str(playbook), str(inventory)], cwd=tmp_path, env=env)
+    proc = _run([str(python), str(script), str(playbook), str(inventory)], cwd=tmp_path, env=clean_env)
     report = json.loads(proc.stdout)
-    site_packages = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              env=env).stdout.strip())
+    site_packages = _site_packages(venv, clean_env)
     assert report["origin"] == "wheel"
-    shipped = site_packages / "gpufleet" / "_collection"
-    assert Path(report["root"]) == shipped / "ansible_collections" / "gpufleet" / "nvidia"
+    assert Path(report["root"]) == site_packages / "ansible_collections" / "gpufleet" / "nvidia"
+    assert Path(report["cfg"]) == site_packages / "gpufleet" / "ansible.cfg"
     result = report["result"]
     assert result["exit_code"] == 0, result
     seen = result["hosts"]["here"]["module_data"]["debug"]["msg"]
     assert seen["config_file"] == report["cfg"]
-    assert seen["collections_paths"][0] == report["collections"]
+    assert seen["collections_paths"][0] == str(site_packages)
 
-    version = _run([str(venv / "bin" / "gpufleet"), "--version"], cwd=tmp_path, env=env)
+    version = _run([str(venv / "bin" / "gpufleet"), "--version"], cwd=tmp_path, env=clean_env)
     assert version.stdout.strip() == "gpufleet 0.1.0"
 
 
-def test_shipped_playbooks_resolve_by_fqcn(venv, tmp_path):
-    """Every playbook of the installed collection passes --syntax-check by its FQCN (roles and modules resolve)."""
-    python = venv / "bin" / "python"
-    layout = json.loads(_run([str(python), "-c",
-        "import json; from gpufleet import _paths; l = _paths.layout();"
-        "print(json.dumps({'collections': str(l.collections_dir), 'cfg': str(l.ansible_cfg), 'root': str(l.root)}))"],
-        cwd=tmp_path).stdout)
-    playbooks = sorted(p.stem for p in (Path(layout["root"]) / "playbooks").glob("*.yml"))
-    if not playbooks:
-        pytest.skip("the collection ships no playbooks yet")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_COLLECTIONS_PATH=layout["collections"], ANSIBLE_CONFIG=layout["cfg"],
-               PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+def test_ansible_finds_the_installed_collection_by_itself(venv, clean_env, tmp_path):
+    """Plain ansible-playbook / ansible-doc / ansible-galaxy of the venv find gpufleet.nvidia: no gpufleet, no cfg."""
+    site_packages = _site_packages(venv, clean_env)
+    root = site_packages / "ansible_collections" / "gpufleet" / "nvidia"
+    playbooks = sorted(p.stem for p in (REPO / "playbooks").glob("*.yml"))
+    assert "site" in playbooks
     for name in playbooks:
-        _run([str(venv / "bin" / "ansible-playbook"), "-i", "localhost,", "--syntax-check", f"gpufleet.nvidia.{name}"],
-             cwd=tmp_path, env=env)
+        proc = _run([str(venv / "bin" / "ansible-playbook"), "-i", "localhost,", "--syntax-check",
+                     f"gpufleet.nvidia.{name}"], cwd=tmp_path, env=clean_env)
+        assert f"playbook: {root / 'playbooks' / name}.yml" in proc.stdout
+
+    doc = _run([str(venv / "bin" / "ansible-doc"), "gpufleet.nvidia.nvidia_mig"], cwd=tmp_path, env=clean_env)
+    assert f"{root / 'plugins' / 'modules' / 'nvidia_mig.py'}" in doc.stdout
+    assert "EXAMPLES:" in doc.stdout
+
+    listing = _run([str(venv / "bin" / "ansible-galaxy"), "collection", "list", "--format", "json"],
+                   cwd=tmp_path, env=clean_env)
+    found = json.loads(listing.stdout)
+    assert found[str(site_packages / "ansible_collections")]["gpufleet.nvidia"] == {"version": "0.1.0"}
+    # every declared dependency is installed with the wheel, by the `ansible` package
+    declared = yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"]
+    assert declared
+    assert sorted(set(declared) - set(found[str(site_packages / "ansible_collections")])) == []

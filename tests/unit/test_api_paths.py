@@ -16,10 +16,14 @@ def make_checkout(base: Path) -> Path:
     return base / "src" / "gpufleet"
 
 
-def make_wheel(site: Path) -> Path:
-    root = site / "gpufleet" / "_collection" / "ansible_collections" / "gpufleet" / "nvidia"
+def make_wheel(site: Path, *, cfg: bool = True) -> Path:
+    """What the wheel installs: site-packages/ansible_collections/gpufleet/nvidia and site-packages/gpufleet."""
+    root = site / "ansible_collections" / "gpufleet" / "nvidia"
     root.mkdir(parents=True)
     (root / "galaxy.yml").write_text("namespace: gpufleet\n")
+    (site / "gpufleet").mkdir(exist_ok=True)
+    if cfg:
+        (site / "gpufleet" / "ansible.cfg").write_text("[defaults]\n")
     return site / "gpufleet"
 
 
@@ -31,11 +35,18 @@ def test_checkout_layout(tmp_path):
 
 
 def test_wheel_layout(tmp_path):
-    package = make_wheel(tmp_path / "site-packages")
-    shipped = package / "_collection"
+    site = tmp_path / "site-packages"
+    package = make_wheel(site)
     assert _paths._find_layout(package) == _paths.CollectionLayout(
-        "wheel", shipped / "ansible_collections" / "gpufleet" / "nvidia", shipped, shipped / "ansible.cfg"
+        "wheel", site / "ansible_collections" / "gpufleet" / "nvidia", site, site / "gpufleet" / "ansible.cfg"
     )
+
+
+def test_collection_without_the_wheels_cfg_is_not_the_wheel(tmp_path):
+    """A gpufleet.nvidia that ansible-galaxy put in site-packages is not the wheel's: the checkout is used."""
+    package = make_checkout(tmp_path)
+    make_wheel(tmp_path / "src", cfg=False)
+    assert _paths._find_layout(package).origin == "checkout"
 
 
 def test_wheel_wins_over_checkout(tmp_path):
@@ -49,7 +60,7 @@ def test_no_collection(tmp_path):
     package.mkdir(parents=True)
     with pytest.raises(CollectionNotFoundError) as info:
         _paths._find_layout(package)
-    shipped = package / "_collection" / "ansible_collections" / "gpufleet" / "nvidia"
+    shipped = tmp_path / "lib" / "ansible_collections" / "gpufleet" / "nvidia"
     assert str(info.value) == (
         f"collection gpufleet.nvidia not found: neither {shipped} (installed wheel) nor a checkout at {tmp_path}; "
         "reinstall the gpufleet package"
