@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -25,45 +27,23 @@ ALIAS_RE = re.compile(r"^(nvml\w+)\s*=\s*(nvml\w+)\s*$", re.M)
 FETCH_RE = re.compile(r'_nvmlGetFunctionPointer\("(\w+)"\)')
 INNER_CALL_RE = re.compile(r"(?<![\w.])(nvml[A-Z]\w*)\s*\(")
 
-# What the simulator implements (kept in step with the C sources; the last test checks both ways).
-BASELINE = {
-    "nvmlComputeInstanceDestroy", "nvmlComputeInstanceGetInfo_v2", "nvmlDeviceCreateGpuInstance",
-    "nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlDeviceGetArchitecture", "nvmlDeviceGetBoardPartNumber",
-    "nvmlDeviceGetBrand", "nvmlDeviceGetClockInfo", "nvmlDeviceGetComputeInstanceId", "nvmlDeviceGetComputeMode",
-    "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetCount",
-    "nvmlDeviceGetCount_v2", "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetCurrPcieLinkGeneration",
-    "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
-    "nvmlDeviceGetEccMode", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetGpuInstanceById",
-    "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
-    "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
-    "nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlDeviceGetGpuInstanceRemainingCapacity", "nvmlDeviceGetGpuInstances",
-    "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByIndex_v2",
-    "nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleBySerial",
-    "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetIndex", "nvmlDeviceGetInforomImageVersion",
-    "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMaxPcieLinkGeneration",
-    "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetMemoryErrorCounter", "nvmlDeviceGetMemoryInfo",
-    "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetMinorNumber", "nvmlDeviceGetName", "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetNvLinkState",
-    "nvmlDeviceGetNvLinkVersion", "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPcieReplayCounter",
-    "nvmlDeviceGetPerformanceState", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetRemappedRows", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
-    "nvmlDeviceGetRetiredPages_v2", "nvmlDeviceGetRowRemapperHistogram", "nvmlDeviceGetSerial",
-    "nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksThrottleReasons",
-    "nvmlDeviceGetSupportedEventTypes", "nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureThreshold",
-    "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetUUID", "nvmlDeviceGetUtilizationRates",
-    "nvmlDeviceGetVbiosVersion", "nvmlDeviceIsMigDeviceHandle", "nvmlDeviceRegisterEvents",
-    "nvmlDeviceSetComputeMode", "nvmlDeviceSetMigMode", "nvmlDeviceSetPersistenceMode",
-    "nvmlDeviceSetPowerManagementLimit", "nvmlErrorString", "nvmlEventSetCreate", "nvmlEventSetFree",
-    "nvmlEventSetWait_v2", "nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
-    "nvmlGpuInstanceDestroy", "nvmlGpuInstanceGetComputeInstanceById",
-    "nvmlGpuInstanceGetComputeInstancePossiblePlacements", "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-    "nvmlGpuInstanceGetComputeInstanceProfileInfoV", "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
-    "nvmlGpuInstanceGetComputeInstances", "nvmlGpuInstanceGetInfo", "nvmlInit", "nvmlInitWithFlags", "nvmlInit_v2",
-    "nvmlShutdown", "nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2",
-    "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetProcessName",
-}
+NATIVE = REPO / "simulator" / "src" / "gpufleet_sim" / "native"
+# NVIDIA's nvidia-smi 535 resolves three names the bindings do not bind (read from the binary in
+# test_real_nvidia_smi.py): the export-table handshake, the older init and GPU removal.
+NVIDIA_SMI_ONLY = {"nvmlInternalGetExportTable", "nvmlInit_v2", "nvmlDeviceRemoveGpu_v2"}
+# the unversioned v1 names that a real libnvidia-ml keeps exporting for programs linked before the _v2 ones
+LEGACY_V1 = {"nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByPciBusId"}
+UNSUPPORTED_RE = re.compile(r"^SIM_UNSUPPORTED\((nvml\w+)\)$", re.M)
+
+
+def bound_names() -> set[str]:
+    """Every C name the pinned pynvml looks up."""
+    return set(FETCH_RE.findall(Path(pynvml.__file__).read_text(encoding="utf-8")))
+
+
+def unsupported_names() -> set[str]:
+    """The entry points the simulator answers NOT_SUPPORTED for (nvmlsim_unsupported.c)."""
+    return set(UNSUPPORTED_RE.findall((NATIVE / "nvmlsim_unsupported.c").read_text(encoding="utf-8")))
 
 
 @cache
@@ -139,7 +119,37 @@ def test_every_symbol_gpufleet_reaches_is_exported(exported: set[str]) -> None:
     assert missing == {}
 
 
-def test_exports_are_exactly_the_baseline(exported: set[str]) -> None:
-    assert sorted(exported - BASELINE) == []
-    assert sorted(BASELINE - exported) == []
-    assert all(name.startswith("nvml") for name in exported)
+def test_every_name_the_pinned_bindings_bind_is_exported(exported: set[str]) -> None:
+    names = bound_names()
+    assert len(names) == 408  # nvidia-ml-py 13.615.71 (issue 14 counted 408)
+    assert sorted(names - exported) == []
+
+
+def test_exports_are_only_names_nvidias_clients_use(exported: set[str]) -> None:
+    assert sorted(exported - bound_names() - NVIDIA_SMI_ONLY - LEGACY_V1) == []
+    assert exported >= NVIDIA_SMI_ONLY
+
+
+def test_unsupported_entry_points_are_exported_and_not_simulated_elsewhere(exported: set[str]) -> None:
+    stubs = unsupported_names()
+    assert "nvmlDeviceGetFanSpeed" in stubs
+    assert sorted(stubs - exported) == []
+    simulated = set()
+    for source in NATIVE.glob("nvmlsim_*.c"):
+        if source.name != "nvmlsim_unsupported.c":
+            simulated |= set(re.findall(r"^SIM_API [^(]*?\b(nvml\w+)\(", source.read_text(encoding="utf-8"), re.M))
+    assert sorted(stubs & simulated) == []
+    assert sorted(exported - stubs - simulated) == []
+
+
+def test_unsupported_entry_points_answer_not_supported_after_init_only(nvml_sim: Callable[..., Any]) -> None:
+    names = sorted(unsupported_names())
+    r = nvml_sim("2xA100-40GB").run(f"""
+        names = {names!r}
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        R["before"] = sorted({{getattr(lib, n)() for n in names}})
+        N.nvmlInit()
+        R["after"] = sorted({{getattr(lib, n)() for n in names}})
+        R["fan"] = err(N.nvmlDeviceGetFanSpeed, N.nvmlDeviceGetHandleByIndex(0))
+    """)
+    assert r == {"before": [1], "after": [3], "fan": [3, "Not Supported"]}

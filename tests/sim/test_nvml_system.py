@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from gpufleet_sim import hardware
+
 # nvmlErrorString wording of the real driver (the strings pynvml's own table copies, and those it lacks)
 DRIVER_ERROR_STRINGS = {
     0: "Success", 1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
@@ -162,11 +164,11 @@ def test_handle_lookups(nvml_sim: Callable[..., Any]) -> None:
 
 
 def test_memory_v1_v2_and_processes(nvml_sim: Callable[..., Any]) -> None:
+    """memory.used_mib is the GPU's whole use; a process in the list is not counted a second time (issue 14)."""
     sim = nvml_sim("1xH200")
     with sim.edit() as doc:
-        doc["gpus"][0]["memory"]["used_mib"] = 10
-        doc["gpus"][0]["processes"] = [
-            {"pid": 4242, "name": "python3", "used_memory_mib": 1000, "gi_id": None, "ci_id": None}]
+        hardware.add_process_in(doc["gpus"][0], 4242, "python3", 1000)
+        doc["gpus"][0]["memory"]["used_mib"] += 10
     r = sim.run("""
         N.nvmlInit()
         h = N.nvmlDeviceGetHandleByIndex(0)

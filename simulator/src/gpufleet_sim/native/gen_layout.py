@@ -31,6 +31,9 @@ STRUCTS: dict[str, str] = {
     "nvmlComputeInstanceProfileInfo_t": "c_nvmlComputeInstanceProfileInfo_t",
     "nvmlComputeInstanceProfileInfo_v2_t": "c_nvmlComputeInstanceProfileInfo_v2_t",
     "nvmlComputeInstanceInfo_t": "c_nvmlComputeInstanceInfo_t",
+    "nvmlFieldValue_t": "c_nvmlFieldValue_t",
+    "nvmlBAR1Memory_t": "c_nvmlBAR1Memory_t",
+    "nvmlDeviceAttributes_t": "c_nvmlDeviceAttributes",
 }
 
 # version words pynvml passes (C macro in nvmlsim.h -> pynvml constant)

@@ -528,6 +528,7 @@ static int cuda_version(void)
     switch (atoi(SIM_DRIVER_VERSION)) {
     case 570: return 12080;
     case 550: return 12040;
+    case 535: return 12020;
     default: return 12040;
     }
 }

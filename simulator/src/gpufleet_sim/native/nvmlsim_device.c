@@ -182,11 +182,24 @@ SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index
 {
     SIM_LOCKED;
     sim_ref_t r;
-    nvmlReturn_t rc = sim_dev(__func__, device, 0, &r);
+    int gis[SIM_MAX_GI * SIM_MAX_CI], cis[SIM_MAX_GI * SIM_MAX_CI], n, k;
+    /* a MIG device handle answers its index among its GPU's MIG devices (the "MIG Dev" column of nvidia-smi),
+     * the index nvmlDeviceGetMigDeviceHandleByIndex takes */
+    nvmlReturn_t rc = sim_dev(__func__, device, SIM_F_MIG_OK, &r);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!index)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (r.gi >= 0) {
+        n = sim_mig_devices(r.g, gis, cis, SIM_MAX_GI * SIM_MAX_CI);
+        for (k = 0; k < n; k++) {
+            if (gis[k] == r.gi && cis[k] == r.ci) {
+                *index = (unsigned int)k;
+                return NVML_SUCCESS;
+            }
+        }
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
     *index = (unsigned int)r.gpu;
     return NVML_SUCCESS;
 }
@@ -342,7 +355,9 @@ static void memory_of(const sim_ref_t *r, unsigned long long *total, unsigned lo
     } else {
         *total = (unsigned long long)sim_jint(r->g, "memory.total_mib", 0) * MIB;
         *reserved = (unsigned long long)sim_jint(r->g, "memory.reserved_mib", 0) * MIB;
-        *used = ((unsigned long long)sim_jint(r->g, "memory.used_mib", 0) + sim_processes_mib(r->g, -1, -1)) * MIB;
+        /* memory.used_mib is the whole GPU's use, processes included: the writers (gpusim process add/remove)
+         * keep it in step, so the processes are not added a second time here */
+        *used = (unsigned long long)sim_jint(r->g, "memory.used_mib", 0) * MIB;
     }
     if (*reserved + *used > *total)
         *used = *total > *reserved ? *total - *reserved : 0;

@@ -1,0 +1,261 @@
+/*
+ * nvmlsim_more.c - the entry points NVIDIA's own nvidia-smi (535) reads beyond the core set: the export table
+ * handshake, field values, BAR1, application clocks, encoder/decoder utilisation, inforom, board and module
+ * ids, GSP firmware, fabric info, accounting, affinity, topology and the system queries with a fixed answer.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "nvmlsim.h"
+
+/* nvidia-smi asks for the undocumented export table right after nvmlInitWithFlags and stops ("Mismatch in
+ * versions") when the symbol is missing; success with a NULL table makes it fall back to the public API. */
+SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, const void *pExportTableId)
+{
+    SIM_LOCKED;
+    nvmlReturn_t rc = sim_begin(__func__);
+    (void)pExportTableId;
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!ppExportTable)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *ppExportTable = NULL;
+    return NVML_SUCCESS;
+}
+
+#define DEV_PROLOGUE(fn, device, flags)                       \
+    SIM_LOCKED;                                               \
+    sim_ref_t r;                                              \
+    nvmlReturn_t rc = sim_dev((fn), (device), (flags), &r);   \
+    if (rc != NVML_SUCCESS)                                   \
+        return rc
+
+/* ---------------------------------------------------------------------------------------- field values */
+
+/* nvml.h field ids nvidia-smi -q asks for */
+#define FI_DEV_POWER_MIN_LIMIT 187
+#define FI_DEV_POWER_MAX_LIMIT 188
+#define FI_DEV_POWER_DEFAULT_LIMIT 189
+#define FI_DEV_POWER_CURRENT_LIMIT 190
+#define FI_DEV_POWER_REQUESTED_LIMIT 192
+#define FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT 193
+#define FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT 194
+#define FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT 195
+#define FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT 196
+#define POWER_SCOPE_GPU 0
+
+/* the state path a field reads (an unsigned int), or NULL for a field the simulated GPUs do not report */
+static const char *field_path(unsigned int id, unsigned int scope)
+{
+    switch (id) {
+    case FI_DEV_POWER_MIN_LIMIT: return scope == POWER_SCOPE_GPU ? "power.min_mw" : NULL;
+    case FI_DEV_POWER_MAX_LIMIT: return scope == POWER_SCOPE_GPU ? "power.max_mw" : NULL;
+    case FI_DEV_POWER_DEFAULT_LIMIT: return scope == POWER_SCOPE_GPU ? "power.default_mw" : NULL;
+    case FI_DEV_POWER_CURRENT_LIMIT: return scope == POWER_SCOPE_GPU ? "power.enforced_mw" : NULL;
+    case FI_DEV_POWER_REQUESTED_LIMIT: return scope == POWER_SCOPE_GPU ? "power.limit_mw" : NULL;
+    case FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT: return "temperature.shutdown";
+    case FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT: return "temperature.slowdown";
+    case FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT: return "temperature.mem_max";
+    case FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: return "temperature.gpu_max";
+    }
+    return NULL;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    struct timespec now;
+    long long usec;
+    int i;
+    DEV_PROLOGUE(__func__, device, 0);
+    if (valuesCount < 0 || (valuesCount > 0 && !values))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    clock_gettime(CLOCK_REALTIME, &now);
+    usec = (long long)now.tv_sec * 1000000LL + now.tv_nsec / 1000;
+    for (i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        const char *path = field_path(v->fieldId, v->scopeId);
+        v->timestamp = usec;
+        v->latencyUsec = 0;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        memset(&v->value, 0, sizeof(v->value));
+        v->nvmlReturn = path ? sim_get_u32(r.g, path, &v->value.uiVal) : NVML_ERROR_NOT_SUPPORTED;
+    }
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ modes with a fixed answer */
+
+/* data-centre boards drive no display: the mode is reported, and it is off */
+static nvmlReturn_t display_off(const char *fn, nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    DEV_PROLOGUE(fn, device, 0);
+    if (!mode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = 0;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display)
+{
+    return display_off(__func__, device, display);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
+{
+    return display_off(__func__, device, isActive);
+}
+
+/* accounting is off unless the state says otherwise (the driver's default after boot) */
+SIM_API nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    if (!mode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = (unsigned int)sim_jint(r.g, "accounting.mode", 0);
+    return NVML_SUCCESS;
+}
+
+/* one simulated board carries one GPU */
+SIM_API nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int *multiGpuBool)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    if (!multiGpuBool)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *multiGpuBool = 0;
+    return NVML_SUCCESS;
+}
+
+/* nvmlDeviceGetPowerState is the deprecated name of the performance state */
+SIM_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *pState)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    return sim_get_u32(r.g, "performance_state", pState);
+}
+
+/* ------------------------------------------------------------------------------------ processes */
+
+/* the simulated GPUs run compute work only: no graphics process, no MPS server process */
+static nvmlReturn_t no_processes(const char *fn, nvmlDevice_t device, unsigned int *infoCount)
+{
+    DEV_PROLOGUE(fn, device, SIM_F_MIG_OK);
+    if (!infoCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *infoCount = 0;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(__func__, device, infoCount);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(__func__, device, infoCount);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(__func__, device, infoCount);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(__func__, device, infoCount);
+}
+
+/* ------------------------------------------------------------------------------------- system */
+
+static nvmlReturn_t zero_count(const char *fn, unsigned int *count)
+{
+    SIM_LOCKED;
+    nvmlReturn_t rc = sim_begin(fn);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = 0;
+    return NVML_SUCCESS;
+}
+
+/* no S-class units (those are NVIDIA's own rack enclosures) */
+SIM_API nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
+{
+    return zero_count(__func__, unitCount);
+}
+
+/* no GPU excluded through NVreg_ExcludedGpus */
+SIM_API nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
+{
+    return zero_count(__func__, deviceCount);
+}
+
+/* ------------------------------------------------------------------------------ MIG device attributes */
+
+/* A MIG device's share of the GPU: SMs and slices of its compute instance profile, engines and memory of its
+ * GPU instance profile. A physical GPU's attributes are not in the state: NOT_SUPPORTED, never a guess. */
+SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    const cJSON *gip, *cip;
+    DEV_PROLOGUE(__func__, device, SIM_F_MIG_OK);
+    if (!attributes)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (r.gi < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    gip = sim_gi_profile_by_id(r.g, (unsigned int)sim_jint(r.gio, "profile_id", -1));
+    cip = sim_ci_profile_by_id(sim_ci_table(r.g, gip), (unsigned int)sim_jint(r.cio, "profile_id", -1));
+    if (!gip || !cip)
+        return NVML_ERROR_UNKNOWN;
+    memset(attributes, 0, sizeof(*attributes));
+    attributes->multiprocessorCount = (unsigned int)sim_jint(cip, "sms", 0);
+    attributes->sharedCopyEngineCount = (unsigned int)sim_jint(gip, "copy_engines", 0);
+    attributes->sharedDecoderCount = (unsigned int)sim_jint(gip, "decoders", 0);
+    attributes->sharedEncoderCount = (unsigned int)sim_jint(gip, "encoders", 0);
+    attributes->sharedJpegCount = (unsigned int)sim_jint(gip, "jpegs", 0);
+    attributes->sharedOfaCount = (unsigned int)sim_jint(gip, "ofas", 0);
+    attributes->gpuInstanceSliceCount = (unsigned int)sim_jint(gip, "slices", 0);
+    attributes->computeInstanceSliceCount = (unsigned int)sim_jint(cip, "slices", 0);
+    attributes->memorySizeMB = (unsigned long long)sim_jint(gip, "memory_mib", 0);
+    return NVML_SUCCESS;
+}
+
+/* the simulated hosts are bare metal: NVML_GPU_VIRTUALIZATION_MODE_NONE */
+SIM_API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, unsigned int *pVirtualMode)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    if (!pVirtualMode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *pVirtualMode = 0;
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------------- BAR1 */
+
+/* BAR1 (the PCIe aperture onto GPU memory) from bar1.total_mib / bar1.used_mib; a MIG device reports its GPU's
+ * aperture. A state without a bar1 object has no size to report: NOT_SUPPORTED. */
+SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
+{
+    double total, used = 0;
+    DEV_PROLOGUE(__func__, device, SIM_F_MIG_OK);
+    if (!bar1Memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!sim_jnum(r.g, "bar1.total_mib", &total))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (r.gi < 0)
+        sim_jnum(r.g, "bar1.used_mib", &used);
+    if (used > total)
+        used = total;
+    bar1Memory->bar1Total = (unsigned long long)total * 1048576ULL;
+    bar1Memory->bar1Used = (unsigned long long)used * 1048576ULL;
+    bar1Memory->bar1Free = bar1Memory->bar1Total - bar1Memory->bar1Used;
+    return NVML_SUCCESS;
+}
