@@ -49,12 +49,12 @@ ERROR_CASES: list[tuple[str, Any, Any, str, list[str]]] = [
      "none", ["nvidia_gpu_sharing_time_slicing has unknown key 'renameByDefault' (allowed: rename_by_default, "
               "fail_requests_greater_than_one, resources)"]),
     ("bad-name", {"resources": [{"name": "gpu", "replicas": 2}]}, None, "none",
-     ["nvidia_gpu_sharing_time_slicing.resources[0].name must be nvidia.com/gpu or nvidia.com/mig-<profile> "
-      "(got 'gpu')"]),
+     ["nvidia_gpu_sharing_time_slicing.resources[0].name must be nvidia.com/gpu or nvidia.com/mig-<profile> with "
+      "'+' written as '.' (e.g. nvidia.com/mig-1g.10gb.me; got 'gpu')"]),
     ("mig-needs-mixed", {"resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}, None, "single",
      ["nvidia_gpu_sharing_time_slicing.resources[0].name nvidia.com/mig-3g.40gb needs "
       "nvidia_gpu_sharing_mig_strategy mixed (got single)"]),
-    ("mps-no-mig", None, {"resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}, "mixed",
+    ("mps-no-mig", None, {"resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}, "single",
      ["nvidia_gpu_sharing_mps.resources[0].name nvidia.com/mig-3g.40gb is a MIG device: MPS sharing supports "
       "only nvidia.com/gpu"]),
     ("duplicate", {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}, {"name": "nvidia.com/gpu",
@@ -80,7 +80,7 @@ CONFIG_CASES: list[tuple[str, Any, Any, str, dict[str, Any]]] = [
       "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": False,
                                   "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}),
     ("mps-defaults-fail-gt-one", None, GPU4, "single",
-     {"version": "v1", "flags": {"migStrategy": "single"},
+     {"version": "v1", "flags": {"migStrategy": "single", "mpsRoot": "/run/nvidia/mps"},
       "sharing": {"mps": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
                           "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}),
     ("time-slicing-renamed-mixed", {"rename_by_default": True, "fail_requests_greater_than_one": True,
@@ -104,8 +104,9 @@ def test_config_refuses_invalid_with_every_problem() -> None:
     with pytest.raises(AnsibleFilterError) as err:
         gs.gpu_sharing_config(bad, None, "none")
     assert err.value.message == (
-        "nvidia_gpu_sharing_time_slicing.resources[0].name must be nvidia.com/gpu or nvidia.com/mig-<profile> "
-        "(got 'gpu'); nvidia_gpu_sharing_time_slicing.resources[0].replicas must be an integer >= 2 (got 1)")
+        "nvidia_gpu_sharing_time_slicing.resources[0].name must be nvidia.com/gpu or nvidia.com/mig-<profile> with "
+        "'+' written as '.' (e.g. nvidia.com/mig-1g.10gb.me; got 'gpu'); "
+        "nvidia_gpu_sharing_time_slicing.resources[0].replicas must be an integer >= 2 (got 1)")
 
 
 @pytest.mark.parametrize(("time_slicing", "mps", "label"), [(None, None, "none"), (GPU4, None, "time-slicing"),
@@ -115,4 +116,6 @@ def test_strategy_label(time_slicing: Any, mps: Any, label: str) -> None:
 
 
 def test_filters_registered() -> None:
-    assert sorted(gs.FilterModule().filters()) == ["gpu_sharing_config", "gpu_sharing_errors", "gpu_sharing_strategy"]
+    assert sorted(gs.FilterModule().filters()) == [
+        "gpu_sharing_config", "gpu_sharing_configmap", "gpu_sharing_env_warnings", "gpu_sharing_errors",
+        "gpu_sharing_host_errors", "gpu_sharing_host_resources", "gpu_sharing_mig_resource", "gpu_sharing_strategy"]

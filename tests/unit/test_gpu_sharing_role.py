@@ -1,18 +1,46 @@
-"""The nvidia_gpu_sharing role for real on localhost: file written, rerun unchanged, check mode, refusal."""
+"""The nvidia_gpu_sharing role for real on localhost: file written, rerun unchanged, check mode, refusals.
+
+The host's GPUs come from ``nvidia_gpu_sharing_gpus`` (gpu_facts' shape; localhost has no NVML), the MIG layout
+from the nvidia_mig role's documented inputs; the files written are loaded by the device-plugin oracle.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+A100 = "A100-SXM4-80GB"
+
+
+def _oracle() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("device_plugin_oracle",
+                                                  ROOT / "tests" / "unit" / "device_plugin_oracle" / "oracle.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+oracle = _oracle()
+
+
+def gpu(index: int, *profiles: str) -> dict[str, Any]:
+    """One GPU as gpufleet.nvidia.gpu_facts reports it; MIG on when it has instances."""
+    return {"index": index, "model": A100, "name": "NVIDIA A100-SXM4-80GB",
+            "mig": {"supported": True, "current": bool(profiles), "pending": bool(profiles)},
+            "gpu_instances": [{"profile": p, "compute_instances": [{"profile": p}]} for p in profiles]}
 PLAYBOOK = """\
 - name: GPU sharing config
   hosts: localhost
@@ -40,6 +68,7 @@ def play(tmp: Path, extra: dict[str, Any], check: bool = False) -> tuple[int, di
 def test_converge_idempotence_check_mode(tmp_path: Path) -> None:
     config = tmp_path / "etc" / "config.yaml"
     extra = {"nvidia_gpu_sharing_config_path": str(config), "nvidia_gpu_sharing_mig_strategy": "mixed",
+             "nvidia_gpu_sharing_gpus": [gpu(0), gpu(1, "3g.40gb", "1g.10gb")],
              "nvidia_gpu_sharing_time_slicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4},
                                                                {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}
     rc, first = play(tmp_path, extra)
@@ -51,6 +80,8 @@ def test_converge_idempotence_check_mode(tmp_path: Path) -> None:
                                                "resources": [{"name": "nvidia.com/gpu", "replicas": 4},
                                                              {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]}}}
     assert config.read_text(encoding="utf-8").startswith("#\n# Ansible managed")
+    assert oracle.load(config.read_text(encoding="utf-8")).advertised() == {"nvidia.com/gpu": 4,
+                                                                           "nvidia.com/mig-1g.10gb": 2}
     rc, second = play(tmp_path, extra)
     assert (rc, second["stats"]["localhost"]["changed"]) == (0, 0)
     extra["nvidia_gpu_sharing_time_slicing"]["resources"][0]["replicas"] = 8
@@ -67,5 +98,65 @@ def test_refuses_time_slicing_with_mps(tmp_path: Path) -> None:
     assert rc != 0
     failed = [h for t in out["plays"][0]["tasks"] for h in t["hosts"].values() if h.get("failed")]
     assert failed[0]["msg"] == ("nvidia_gpu_sharing: nvidia_gpu_sharing_time_slicing and nvidia_gpu_sharing_mps are "
-                                "mutually exclusive: the device plugin shares GPUs one way; set only one")
+                                "mutually exclusive: the device plugin shares GPUs one way; set only one. Nothing was "
+                                "changed.")
     assert not config.exists()
+
+
+def failures(out: dict[str, Any]) -> list[str]:
+    return [h["msg"] for t in out["plays"][0]["tasks"] for h in t["hosts"].values() if h.get("failed")]
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["run", "check-mode"])
+def test_refuses_a_resource_the_mig_layout_lacks_before_any_change(tmp_path: Path, check: bool) -> None:
+    config = tmp_path / "etc" / "config.yaml"
+    # NVML shows 1g.10gb+me now, but the layout nvidia_mig applies has none: the layout is what the plugin will see.
+    extra = {"nvidia_gpu_sharing_config_path": str(config), "nvidia_gpu_sharing_mig_strategy": "mixed",
+             "nvidia_gpu_sharing_gpus": [gpu(0, "1g.10gb+me")],
+             "nvidia_mig_layouts": {"halves": [{"devices": "all", "mig_enabled": True,
+                                                "gpu_instances": {"3g.40gb": 2}}]},
+             "nvidia_mig_layout": "halves",
+             "nvidia_gpu_sharing_time_slicing": {"resources": [{"name": "nvidia.com/mig-1g.10gb.me", "replicas": 2}]}}
+    rc, out = play(tmp_path, extra, check=check)
+    assert rc != 0
+    assert failures(out) == [
+        "nvidia_gpu_sharing: nvidia_gpu_sharing_time_slicing.resources[0].name nvidia.com/mig-1g.10gb.me matches no "
+        "device of this host (it has: nvidia.com/mig-3g.40gb); the device plugin would skip it without a word: fix "
+        "the name or the MIG layout. Nothing was changed."]
+    assert not config.parent.exists()
+
+
+def test_refuses_mps_with_mixed_before_any_change(tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "config.yaml"
+    rc, out = play(tmp_path, {"nvidia_gpu_sharing_config_path": str(config), "nvidia_gpu_sharing_gpus": [gpu(0)],
+                              "nvidia_gpu_sharing_mig_strategy": "mixed",
+                              "nvidia_gpu_sharing_mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}})
+    assert rc != 0
+    assert failures(out) == [
+        "nvidia_gpu_sharing: nvidia_gpu_sharing_mps cannot be used with nvidia_gpu_sharing_mig_strategy mixed: the "
+        "device plugin refuses MPS with the mixed MIG strategy; use none or single. Nothing was changed."]
+    assert not config.parent.exists()
+
+
+def test_mps_file_and_configmap_load_in_the_plugin(tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "config.yaml"
+    manifest = tmp_path / "out" / "configmap.yaml"
+    manifest.parent.mkdir()
+    extra = {"nvidia_gpu_sharing_config_path": str(config), "nvidia_gpu_sharing_gpus": [gpu(0), gpu(1)],
+             "nvidia_gpu_sharing_mps": {"rename_by_default": True,
+                                        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]},
+             "nvidia_gpu_sharing_configmap_path": str(manifest), "nvidia_gpu_sharing_config_name": "mps-4"}
+    rc, out = play(tmp_path, extra)
+    assert rc == 0
+    loaded = oracle.load(config.read_text(encoding="utf-8"))  # started with only --config-file
+    assert (loaded.strategy, loaded.mps_root, loaded.advertised()) == ("mps", "/run/nvidia/mps",
+                                                                       {"nvidia.com/gpu.shared": 4})
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    assert (doc["apiVersion"], doc["kind"], doc["metadata"]["name"], doc["metadata"]["namespace"]) == (
+        "v1", "ConfigMap", "nvidia-device-plugin-configs", "nvidia-device-plugin")
+    assert list(doc["data"]) == ["mps-4"]
+    assert oracle.load(doc["data"]["mps-4"]).advertised() == {"nvidia.com/gpu.shared": 4}
+    facts = [h.get("ansible_facts", {}) for t in out["plays"][0]["tasks"] for h in t["hosts"].values()]
+    assert {"nvidia.com/device-plugin.config": "mps-4"} in [f.get("nvidia_gpu_sharing_node_labels") for f in facts]
+    rc, again = play(tmp_path, extra)
+    assert (rc, again["stats"]["localhost"]["changed"]) == (0, 0)
