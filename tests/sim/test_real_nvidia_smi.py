@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _realclients import DRIVER_VERSION, REPO, RealClientError, RealClients, fetch
 
+from gpufleet_sim import hardware
 from gpufleet_sim.presets import build_state, list_presets
 
 PRESETS = list_presets()
@@ -95,3 +97,164 @@ def test_list_gpus(host: Callable[..., Host], preset: str) -> None:
     doc = h.read()
     expected = [f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})" for g in doc["gpus"]]
     assert h.smi("-L").splitlines() == expected
+
+
+# ------------------------------------------------------------------------------------------- --query-gpu
+
+def busy(doc: dict[str, Any]) -> dict[str, Any]:
+    """Make GPU 0 of a state unlike its siblings: load, power, ECC counts, modes, a process."""
+    g = doc["gpus"][0]
+    g["persistence_mode"] = 1
+    g["compute_mode"] = 3
+    g["performance_state"] = 2
+    g["utilization"] = {"gpu": 37, "memory": 12}
+    g["temperature"]["gpu"] = 55
+    g["power"]["limit_mw"] = g["power"]["enforced_mw"] = g["power"]["min_mw"] + 25000
+    g["power"]["usage_mw"] = g["power"]["limit_mw"] - 12340
+    g["clocks"]["current"] = {"graphics": 1005, "sm": 1005, "mem": g["clocks"]["max"]["mem"], "video": 795}
+    g["clock_event_reasons"] = 0x4  # SW power cap
+    g["ecc"]["volatile"]["corrected"] = {"dram": 3, "sram": 2}
+    g["ecc"]["aggregate"]["corrected"] = {"dram": 7, "sram": 4}
+    g["ecc"]["aggregate"]["uncorrected"] = {"dram": 1, "sram": 0}
+    hardware.add_process_in(g, 4242, "train.py", 2048)
+    return doc
+
+
+ON_OFF = {0: "Disabled", 1: "Enabled"}
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+SHORT_COMPUTE_MODES = {0: "Default", 1: "E. Thread", 2: "Prohibited", 3: "E. Process"}
+
+
+def _watts(mw: int) -> str:
+    return f"{mw / 1000:.2f}"
+
+
+def expected_query(doc: dict[str, Any], g: dict[str, Any]) -> dict[str, str]:
+    """What nvidia-smi --query-gpu prints (csv,noheader,nounits) for GPU ``g``, from the state and NVIDIA's
+    documented formats (nvidia-smi --help-query-gpu)."""
+    pci, mem, power, clocks, ecc = g["pci"], g["memory"], g["power"], g["clocks"], g["ecc"]
+
+    def ecc_total(kind: str, counter: str) -> str:
+        return str(sum(ecc[counter][kind].values()))
+
+    return {
+        "index": str(g["index"]), "name": g["name"], "uuid": g["uuid"], "serial": g["serial"],
+        "pci.bus_id": pci["bus_id"], "pci.domain": f"0x{pci['domain']:04X}", "pci.bus": f"0x{pci['bus']:02X}",
+        "pci.device": f"0x{pci['device']:02X}", "pci.device_id": f"0x{pci['pci_device_id']:08X}",
+        "pci.sub_device_id": f"0x{pci['pci_subsystem_id']:08X}", "driver_version": DRIVER_VERSION,
+        "vbios_version": g["vbios_version"], "inforom.img": g["inforom_image_version"],
+        "persistence_mode": ON_OFF[g["persistence_mode"]], "compute_mode": COMPUTE_MODES[g["compute_mode"]],
+        "pstate": f"P{g['performance_state']}", "display_mode": "Disabled", "display_active": "Disabled",
+        "accounting.mode": "Disabled",
+        "pcie.link.gen.current": str(g["pcie"]["gen"]), "pcie.link.gen.max": str(g["pcie"]["max_gen"]),
+        "pcie.link.gen.gpumax": str(g["pcie"]["gpu_max_gen"]), "pcie.link.width.current": str(g["pcie"]["width"]),
+        "pcie.link.width.max": str(g["pcie"]["max_width"]),
+        "memory.total": str(mem["total_mib"]), "memory.reserved": str(mem["reserved_mib"]),
+        "memory.used": str(mem["used_mib"]),
+        "memory.free": str(mem["total_mib"] - mem["reserved_mib"] - mem["used_mib"]),
+        "utilization.gpu": str(g["utilization"]["gpu"]), "utilization.memory": str(g["utilization"]["memory"]),
+        "temperature.gpu": str(g["temperature"]["gpu"]), "power.draw": _watts(power["usage_mw"]),
+        "power.limit": _watts(power["limit_mw"]), "power.default_limit": _watts(power["default_mw"]),
+        "power.min_limit": _watts(power["min_mw"]), "power.max_limit": _watts(power["max_mw"]),
+        "clocks.gr": str(clocks["current"]["graphics"]), "clocks.sm": str(clocks["current"]["sm"]),
+        "clocks.mem": str(clocks["current"]["mem"]), "clocks.video": str(clocks["current"]["video"]),
+        "clocks.max.gr": str(clocks["max"]["graphics"]), "clocks.max.sm": str(clocks["max"]["sm"]),
+        "clocks.max.mem": str(clocks["max"]["mem"]),
+        "ecc.mode.current": ON_OFF[ecc["current"]], "ecc.mode.pending": ON_OFF[ecc["pending"]],
+        "ecc.errors.corrected.volatile.total": ecc_total("corrected", "volatile"),
+        "ecc.errors.uncorrected.volatile.total": ecc_total("uncorrected", "volatile"),
+        "ecc.errors.corrected.aggregate.total": ecc_total("corrected", "aggregate"),
+        "ecc.errors.uncorrected.aggregate.total": ecc_total("uncorrected", "aggregate"),
+        "ecc.errors.corrected.volatile.dram": str(ecc["volatile"]["corrected"]["dram"]),
+        "ecc.errors.uncorrected.aggregate.dram": str(ecc["aggregate"]["uncorrected"]["dram"]),
+        "mig.mode.current": ON_OFF[g["mig"]["current"]] if g["mig"]["supported"] else "[N/A]",
+        "mig.mode.pending": ON_OFF[g["mig"]["pending"]] if g["mig"]["supported"] else "[N/A]",
+        "clocks_event_reasons.active": f"0x{g['clock_event_reasons']:016X}",
+        "clocks_event_reasons.gpu_idle": "Active" if g["clock_event_reasons"] & 1 else "Not Active",
+        "clocks_event_reasons.sw_power_cap": "Active" if g["clock_event_reasons"] & 4 else "Not Active",
+        "count": str(len(doc["gpus"])),
+        "compute_cap": "{}.{}".format(*g["compute_capability"]),
+    }
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_query_gpu_fields_equal_the_state(host: Callable[..., Host], preset: str) -> None:
+    doc = busy(build_state(preset, f"seed-{preset}"))
+    h = host(doc=doc)
+    fields = list(expected_query(doc, doc["gpus"][0]))
+    assert len(fields) >= 40
+    out = h.smi(f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits")
+    rows = [dict(zip(fields, line.split(", "), strict=True)) for line in out.splitlines()]
+    assert rows == [expected_query(doc, g) for g in doc["gpus"]]
+
+
+# ------------------------------------------------------------------------------------------- -q and -q -x
+
+def _text(node: ET.Element | None) -> str:
+    assert node is not None
+    return (node.text or "").strip()
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_query_report_has_every_function_and_the_states_values(host: Callable[..., Host], preset: str) -> None:
+    doc = busy(build_state(preset, f"seed-{preset}"))
+    h = host(doc=doc)
+    text = h.smi("-q")
+    assert text.count("Function Not Found") == 0
+    assert f"Attached GPUs                             : {len(doc['gpus'])}" in text.splitlines()
+    root = ET.fromstring(h.smi("-q", "-x"))
+    assert _text(root.find("driver_version")) == DRIVER_VERSION
+    assert _text(root.find("cuda_version")) == "12.2"  # the CUDA version of the R535 driver
+    gpus = root.findall("gpu")
+    assert [gpu.get("id") for gpu in gpus] == [g["pci"]["bus_id"] for g in doc["gpus"]]
+    for gpu, g in zip(gpus, doc["gpus"], strict=True):
+        mem, power, temp = g["memory"], g["power"], g["temperature"]
+        got = {
+            "fb": [_text(gpu.find(f"fb_memory_usage/{k}")) for k in ("total", "reserved", "used", "free")],
+            "temperature": [_text(gpu.find(f"temperature/{k}")) for k in (
+                "gpu_temp", "gpu_temp_max_tlimit_threshold",
+                "gpu_temp_slow_tlimit_threshold", "gpu_temp_max_gpu_tlimit_threshold",
+                "gpu_temp_max_mem_tlimit_threshold")],
+            "power": [_text(gpu.find(f"gpu_power_readings/{k}")) for k in (
+                "power_draw", "current_power_limit", "requested_power_limit", "default_power_limit",
+                "min_power_limit", "max_power_limit")],
+            "clocks": [_text(gpu.find(f"clocks/{k}")) for k in ("graphics_clock", "sm_clock", "mem_clock")],
+            "max_clocks": [_text(gpu.find(f"max_clocks/{k}")) for k in ("graphics_clock", "sm_clock", "mem_clock")],
+            "ecc": [_text(gpu.find(f"ecc_errors/{c}/dram_{k}")) for c in ("volatile", "aggregate")
+                    for k in ("correctable", "uncorrectable")],
+            "uuid": _text(gpu.find("uuid")), "serial": _text(gpu.find("serial")),
+            "vbios": _text(gpu.find("vbios_version")),
+        }
+        assert got == {
+            "fb": [f"{v} MiB" for v in (mem["total_mib"], mem["reserved_mib"], mem["used_mib"],
+                                        mem["total_mib"] - mem["reserved_mib"] - mem["used_mib"])],
+            "temperature": [f"{temp[k]} C" for k in ("gpu", "shutdown", "slowdown", "gpu_max", "mem_max")],
+            "power": [f"{_watts(power[k])} W" for k in (
+                "usage_mw", "enforced_mw", "limit_mw", "default_mw", "min_mw", "max_mw")],
+            "clocks": [f"{g['clocks']['current'][k]} MHz" for k in ("graphics", "sm", "mem")],
+            "max_clocks": [f"{g['clocks']['max'][k]} MHz" for k in ("graphics", "sm", "mem")],
+            "ecc": [str(g["ecc"][c][k]["dram"]) for c in ("volatile", "aggregate")
+                    for k in ("corrected", "uncorrected")],
+            "uuid": g["uuid"], "serial": g["serial"], "vbios": g["vbios_version"],
+        }
+
+
+# ------------------------------------------------------------------------------------------- default view
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_default_view_shows_the_states_gpus(host: Callable[..., Host], preset: str) -> None:
+    doc = busy(build_state(preset, f"seed-{preset}"))
+    lines = host(doc=doc).smi().splitlines()
+    assert f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}   CUDA Version: 12.2     |" \
+        in lines
+    for g in doc["gpus"]:
+        at = next(i for i, line in enumerate(lines) if f"| {g['pci']['bus_id']} Off |" in line)
+        first, second = lines[at], lines[at + 1]
+        assert first.startswith(f"|{g['index']:>4}  {g['name']}")
+        assert ("On " if g["persistence_mode"] else "Off") in first
+        memory = f"{g['memory']['used_mib']}MiB / {g['memory']['total_mib']}MiB"
+        memory = memory if len(memory) <= 18 else memory[:15] + "..."  # the column holds 18 characters
+        power = rf"{g['power']['usage_mw'] // 1000}W /\s+{g['power']['limit_mw'] // 1000}W"
+        assert re.search(rf"^\| N/A\s+{g['temperature']['gpu']}C\s+P{g['performance_state']}\s+{power} \|"
+                         rf"\s+{re.escape(memory)} \|\s+{g['utilization']['gpu']}%\s+"
+                         rf"{SHORT_COMPUTE_MODES[g['compute_mode']]} \|$", second), second
