@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from gpufleet.results import STATS_FIELDS, Event, FailedTask, HostResult, RunResult, clean_result
 
 EventCallback = Callable[[Event], None]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Lines that start a message of Ansible's own (ansible-core 2.19 ``[ERROR]: ...``; older ``ERROR! ...``).
+_ERROR_START = ("[ERROR]", "ERROR!")
+_OTHER_START = ("[WARNING]", "[DEPRECATION WARNING]", "[NOTICE]", "PLAY ", "TASK ", "PLAYBOOK:")
+
+
+def plain_text(text: str) -> str:
+    """Ansible's text without terminal colour codes."""
+    return _ANSI.sub("", text)
 
 
 class EventCollector:
@@ -44,6 +56,9 @@ class EventCollector:
         self.saw_stats = False
         self.timed_out = False
         self.callback_error: BaseException | None = None
+        self.error_lines: list[str] = []
+        self.host_times: dict[str, tuple[str, str]] = {}
+        self._in_error = False
 
     def __call__(self, raw: Mapping[str, Any]) -> bool:
         """Consume one ansible-runner event; returns True so that ansible-runner keeps it for ``Runner.stats``."""
@@ -58,8 +73,37 @@ class EventCollector:
                 self.callback_error = exc
         return True
 
+    def _record_text(self, event: Event) -> None:
+        """Keep Ansible's own error messages (the ``verbose`` events' text: there is no other event for them)."""
+        if event.kind != "verbose":
+            self._in_error = False
+            return
+        for line in plain_text(str(event.raw.get("stdout") or "")).splitlines():
+            stripped = line.strip()
+            if stripped.startswith(_ERROR_START):
+                self._in_error = True
+            elif stripped.startswith(_OTHER_START):
+                self._in_error = False
+            if self._in_error:
+                self.error_lines.append(line.rstrip())
+
+    @property
+    def error(self) -> str | None:
+        """Ansible's error messages printed outside host task results, or None."""
+        text = "\n".join(self.error_lines).strip()
+        return text or None
+
+    def _record_time(self, event: Event) -> None:
+        created = event.raw.get("created")
+        if event.host is None or not isinstance(created, str):
+            return
+        first, _last = self.host_times.get(event.host, (created, created))
+        self.host_times[event.host] = (first, created)
+
     def record(self, event: Event) -> None:
         """Update the collected state with one event."""
+        self._record_text(event)
+        self._record_time(event)
         if event.kind == "playbook_on_stats":
             self.saw_stats = True
             return
@@ -119,7 +163,17 @@ class EventCollector:
                 setattr(host, attr, int((stats or {}).get(stats_key, {}).get(name, 0)))
             host.failed_tasks = list(self.failed_tasks.get(name, []))
             host.module_data = dict(self.module_data.get(name, {}))
+            if name in self.host_times:
+                host.started_at, host.ended_at = self.host_times[name]
+                host.duration_s = _seconds_between(*self.host_times[name])
             hosts[name] = host
         if self.timed_out:
             status = "timeout"
-        return RunResult(playbook=playbook, status=status, rc=rc, hosts=hosts, check=check)
+        return RunResult(playbook=playbook, status=status, rc=rc, hosts=hosts, check=check, error=self.error)
+
+
+def _seconds_between(first: str, last: str) -> float | None:
+    try:
+        return round((datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds(), 3)
+    except ValueError:
+        return None

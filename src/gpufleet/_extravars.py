@@ -1,87 +1,100 @@
-"""Parse ``-e``/``--extra-vars`` arguments the way ansible-playbook accepts them (pure logic)."""
+"""Parse ``-e``/``--extra-vars`` arguments with Ansible's own loader, exactly as ansible-playbook does.
+
+The steps are those of ``ansible.utils.vars.load_extra_vars`` (which reads ansible-core's global CLI context and
+caches its result, so it cannot be called here directly): ``@file`` through the DataLoader (YAML or JSON, vault
+aware), an inline ``{...}``/``[...]`` through ``DataLoader.load``, everything else through ``parse_kv``; the
+results are merged with ``combine_vars``, later arguments winning.
+"""
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpufleet.errors import ExtraVarsError
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-
-def parse_extra_vars(arguments: Iterable[str], *, base_dir: Path | None = None) -> dict[str, Any]:
+def parse_extra_vars(
+    arguments: Iterable[str],
+    *,
+    base_dir: Path | None = None,
+    vault_ids: Iterable[str] = (),
+    vault_password_files: Iterable[str] = (),
+    vault_password: str | None = None,
+) -> dict[str, Any]:
     """Merge ``-e`` arguments, later ones winning, like ansible-playbook.
 
-    Each argument is one of:
-
-    * ``@path`` -- a YAML or JSON file whose top level is a mapping (relative to ``base_dir``, default: cwd);
-    * a YAML/JSON mapping written inline, starting with ``{``;
-    * one or more ``key=value`` words (shell-quoted values allowed); values stay strings, as in Ansible.
+    Args:
+        arguments: The ``-e`` values as typed.
+        base_dir: Where relative ``@file`` paths are found (default: the working directory).
+        vault_ids, vault_password_files, vault_password: The run's vault secrets (``--vault-id``,
+            ``--vault-password-file``, ``--ask-vault-pass``), to read vaulted ``@file`` arguments.
 
     Raises:
-        ExtraVarsError: with a message that names the argument and what is wrong with it.
+        ExtraVarsError: Ansible's message, naming the argument.
     """
+    from ansible.errors import AnsibleError  # type: ignore[import-untyped]
+    from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
+    from ansible.parsing.splitter import parse_kv  # type: ignore[import-untyped]
+    from ansible.utils.vars import combine_vars  # type: ignore[import-untyped]
+
+    items = list(arguments)
+    loader = DataLoader()
+    loader.set_basedir(str(base_dir or Path.cwd()))
+    if any(a.startswith("@") for a in items):
+        loader.set_vault_secrets(_vault_secrets(loader, vault_ids, vault_password_files, vault_password))
     merged: dict[str, Any] = {}
-    for argument in arguments:
-        merged.update(_parse_one(argument, base_dir or Path.cwd()))
-    return merged
-
-
-def _parse_one(argument: str, base_dir: Path) -> dict[str, Any]:
-    text = argument.strip()
-    if not text:
-        raise ExtraVarsError("empty extra vars argument: expected key=value, @file or a YAML/JSON mapping")
-    if text.startswith("@"):
-        return _load_file(text[1:], base_dir)
-    if text.startswith("{"):
-        return _load_mapping(text, f"extra vars {argument!r}")
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise ExtraVarsError(f"bad extra vars {argument!r}: {exc}") from exc
-    result: dict[str, Any] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep or not _NAME.match(key):
+    for argument in items:
+        if not argument:
+            raise ExtraVarsError("empty extra vars argument: expected key=value, @file or a YAML/JSON mapping")
+        try:
+            if argument.startswith("@"):
+                if not argument[1:]:
+                    raise ExtraVarsError("bad extra vars '@': a file name must follow '@'")
+                data = loader.load_from_file(argument[1:], trusted_as_template=True)
+            elif argument[0] in "/.":
+                raise ExtraVarsError(f"bad extra vars {argument!r}: prepend the file name with '@' (-e @{argument})")
+            elif argument[0] in "[{":
+                data = loader.load(argument)
+            else:
+                data = parse_kv(argument)
+                if "_raw_params" in data:  # words without "=": ansible-playbook would make a variable "_raw_params"
+                    raise ExtraVarsError(
+                        f"bad extra vars {argument!r}: {data['_raw_params']!r} is not key=value; use key=value, "
+                        "@file or a YAML/JSON mapping"
+                    )
+        except AnsibleError as exc:
+            raise ExtraVarsError(f"bad extra vars {argument!r}: {str(exc.message).strip()}") from exc
+        if not isinstance(data, MutableMapping):
             raise ExtraVarsError(
-                f"bad extra var {word!r}: expected key=value with a variable name as key, @file or a YAML/JSON mapping"
+                f"bad extra vars {argument!r}: could not be made into a dictionary; use key=value, @file or a "
+                "YAML/JSON mapping"
             )
-        result[key] = value
-    return result
+        merged = combine_vars(merged, data)
+    return dict(merged)
 
 
-def _load_file(name: str, base_dir: Path) -> dict[str, Any]:
-    if not name:
-        raise ExtraVarsError("bad extra vars '@': a file name must follow '@'")
-    path = Path(name).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
+def _vault_secrets(
+    loader: Any, vault_ids: Iterable[str], password_files: Iterable[str], password: str | None
+) -> list[tuple[str, Any]]:
+    from ansible.cli import CLI  # type: ignore[import-untyped]
+    from ansible.errors import AnsibleError
+    from ansible.parsing.vault import VaultSecret  # type: ignore[import-untyped]
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ExtraVarsError(f"extra vars file {name!r} not found") from None
-    except OSError as exc:
-        raise ExtraVarsError(f"extra vars file {name!r} cannot be read: {exc.strerror}") from exc
-    return _load_mapping(text, f"extra vars file {name!r}")
-
-
-def _load_mapping(text: str, what: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or "not valid YAML or JSON"
-        raise ExtraVarsError(f"{what} is not valid YAML or JSON: {problem}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ExtraVarsError(f"{what} must be a mapping at the top level, got {type(data).__name__}")
-    bad = [k for k in data if not isinstance(k, str) or not _NAME.match(k)]
-    if bad:
-        raise ExtraVarsError(f"{what} has keys that are not variable names: {', '.join(map(repr, bad))}")
-    return data
+        secrets: list[tuple[str, Any]] = list(
+            CLI.setup_vault_secrets(
+                loader,
+                vault_ids=list(vault_ids),
+                vault_password_files=list(password_files),
+                ask_vault_pass=False,
+                auto_prompt=False,
+                initialize_context=False,
+            )
+        )
+    except AnsibleError as exc:
+        raise ExtraVarsError(f"cannot read the vault secrets: {str(exc.message).strip()}") from exc
+    if password is not None:
+        secrets.append(("default", VaultSecret(password.encode("utf-8"))))
+    return secrets

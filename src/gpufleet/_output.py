@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TextIO
@@ -25,6 +26,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet._collect import plain_text
 from gpufleet.results import Event, RunResult
 
 Renderer = Callable[[RunResult, Console], None]
@@ -145,16 +147,46 @@ class _HostRow:
     unreachable: bool = False
 
 
+class AnsibleTextProgress:
+    """Ansible's own output as it comes (``-v`` and ``--list-hosts``): every event's text, colour codes removed."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def __call__(self, event: Event) -> None:
+        """Print the event's text."""
+        text = plain_text(str(event.raw.get("stdout") or ""))
+        if text.strip():
+            self._stream.write(text.rstrip("\n") + "\n")
+            self._stream.flush()
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+#: Above this many hosts the live view shows counts per state instead of one row per host.
+COLLAPSE_AT = 40
+
+
 class LiveProgress:
-    """A live table (rich) with one row per host: its current task and counters so far."""
+    """A live table (rich): elapsed time and play (the batch, in rolling runs), then one row per host with its
+    current task and counters, or counts per state above :data:`COLLAPSE_AT` hosts."""
 
     def __init__(self, console: Console) -> None:
         self._rows: dict[str, _HostRow] = {}
+        self._started = time.monotonic()
+        self._play = ""
+        self._plays = 0
         self._live = Live(self._table(), console=console, auto_refresh=False, transient=True)
         self._live.start()
 
     def __call__(self, event: Event) -> None:
         """Update the host's row with one event."""
+        if event.kind == "playbook_on_play_start":
+            self._plays += 1
+            self._play = str(event.data.get("play") or event.data.get("name") or "")
+            self._live.update(self._table(), refresh=True)
+            return
         if event.host is None:
             return
         row = self._rows.setdefault(event.host, _HostRow())
@@ -177,8 +209,23 @@ class LiveProgress:
         """Remove the live table from the terminal."""
         self._live.stop()
 
+    def _title(self) -> str:
+        elapsed = int(time.monotonic() - self._started)
+        play = f"  play {self._plays}: {self._play}" if self._plays else ""
+        return f"elapsed {elapsed // 60}:{elapsed % 60:02d}{play}"
+
     def _table(self) -> Table:
-        table = Table(show_edge=False)
+        if len(self._rows) > COLLAPSE_AT:
+            counts = Table(show_edge=False, title=self._title(), title_justify="left")
+            for header in ("hosts", "running", "failed", "unreachable"):
+                counts.add_column(header, justify="right")
+            failed = sum(1 for r in self._rows.values() if r.failed)
+            unreachable = sum(1 for r in self._rows.values() if r.unreachable)
+            counts.add_row(
+                str(len(self._rows)), str(len(self._rows) - failed - unreachable), str(failed), str(unreachable)
+            )
+            return counts
+        table = Table(show_edge=False, title=self._title(), title_justify="left")
         for header in ("host", "task", "ok", "changed", "failed", "skipped"):
             table.add_column(header, justify="right" if header not in ("host", "task") else "left")
         for name, row in sorted(self._rows.items()):
@@ -187,10 +234,13 @@ class LiveProgress:
         return table
 
 
-def make_progress(stream: TextIO, *, quiet: bool = False) -> Progress | None:
-    """A live table when ``stream`` is a terminal, plain lines otherwise, nothing when ``quiet``."""
+def make_progress(stream: TextIO, *, quiet: bool = False, ansible_text: bool = False) -> Progress | None:
+    """A live table when ``stream`` is a terminal, plain lines otherwise, nothing when ``quiet``; Ansible's own
+    output when ``ansible_text`` (``-v``, ``--list-hosts``)."""
     if quiet:
         return None
+    if ansible_text:
+        return AnsibleTextProgress(stream)
     if stream.isatty():
         return LiveProgress(Console(file=stream))
     return PlainProgress(stream)

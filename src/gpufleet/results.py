@@ -41,6 +41,11 @@ class ExitCode(enum.IntEnum):
     UNREACHABLE = 3
     BAD_INPUT = 4
     RUNNER_ERROR = 5
+    ANSIBLE_ERROR = 6
+
+
+#: Version of the document :meth:`RunResult.to_dict` returns (``gpufleet --json``); bumped on incompatible changes.
+SCHEMA_VERSION = 2
 
 
 def clean_result(res: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,6 +195,9 @@ class HostResult:
     ignored: int = 0
     failed_tasks: list[FailedTask] = field(default_factory=list)
     module_data: dict[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
 
     @property
     def status(self) -> HostStatus:
@@ -226,6 +234,9 @@ class HostResult:
             "skipped": self.skipped,
             "rescued": self.rescued,
             "ignored": self.ignored,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": self.duration_s,
             "failed_tasks": [t.to_dict() for t in self.failed_tasks],
             "module_data": self.module_data,
         }
@@ -249,10 +260,17 @@ class RunResult:
 
     Attributes:
         playbook: Absolute path of the playbook that ran.
-        status: ansible-runner's final status: ``successful``, ``failed``, ``canceled`` or ``timeout``.
-        rc: ansible-playbook's return code (254 when canceled or timed out).
+        status: ansible-runner's final status: ``successful``, ``failed``, ``canceled`` or ``timeout``; or
+            ``not_started`` when gpufleet refused to start ansible-playbook (the inventory did not parse, no host
+            matched, a bad ``--limit``: the reason is in ``error``).
+        rc: ansible-playbook's return code (254 when canceled or timed out; -1 when not started).
         hosts: Per-host results, by inventory name, sorted.
         check: Whether the run was in check mode.
+        error: What stopped the run outside host tasks, as Ansible printed it (inventory, YAML, vault or syntax
+            errors) or as gpufleet says it (``not_started``); ``None`` when there was nothing of the kind.
+        inventory: The inventory sources, resolved to absolute paths.
+        limit: The ``--limit`` pattern, or ``None``.
+        started_at / ended_at: ISO 8601 UTC times of the run.
     """
 
     playbook: str
@@ -260,6 +278,11 @@ class RunResult:
     rc: int
     hosts: dict[str, HostResult] = field(default_factory=dict)
     check: bool = False
+    error: str | None = None
+    inventory: list[str] = field(default_factory=list)
+    limit: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
 
     @property
     def failed_hosts(self) -> list[str]:
@@ -280,28 +303,39 @@ class RunResult:
     def exit_code(self) -> ExitCode:
         """The CLI exit code for this result.
 
-        ``RUNNER_ERROR`` (5) when the run was canceled or timed out, else ``UNREACHABLE`` (3) when any host was
-        unreachable, else ``FAILED`` (2) when any host failed, else ``OK`` (0) when ansible-runner reports
-        success, else ``RUNNER_ERROR`` (Ansible itself failed: syntax error, missing role...).
+        ``BAD_INPUT`` (4) when the run was not started (see ``error``), ``RUNNER_ERROR`` (5) when it was canceled
+        or timed out, else ``UNREACHABLE`` (3) when any host was unreachable, else ``FAILED`` (2) when any host
+        failed, else ``OK`` (0) when ansible-runner reports success and no error, else ``ANSIBLE_ERROR`` (6) when
+        Ansible printed an error outside host tasks (syntax, YAML, vault...), else ``RUNNER_ERROR``.
         """
+        if self.status == "not_started":
+            return ExitCode.BAD_INPUT
         if self.status in ("canceled", "timeout"):
             return ExitCode.RUNNER_ERROR
         if self.unreachable_hosts:
             return ExitCode.UNREACHABLE
         if self.failed_hosts:
             return ExitCode.FAILED
-        if self.status == "successful" and self.rc == 0:
+        if self.status == "successful" and self.rc == 0 and self.error is None:
             return ExitCode.OK
+        if self.error is not None:
+            return ExitCode.ANSIBLE_ERROR
         return ExitCode.RUNNER_ERROR
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (the document ``gpufleet --json`` prints)."""
         return {
+            "schema_version": SCHEMA_VERSION,
             "playbook": self.playbook,
+            "inventory": list(self.inventory),
+            "limit": self.limit,
             "status": self.status,
             "rc": self.rc,
             "check": self.check,
             "ok": self.ok,
             "exit_code": int(self.exit_code),
+            "error": self.error,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
             "hosts": {name: host.to_dict() for name, host in self.hosts.items()},
         }

@@ -173,9 +173,11 @@ def test_failing_on_event_cancels_and_raises(inventory, private_dirs):
     assert not os.path.exists(private_dirs[0])
 
 
-def test_syntax_error_is_a_runner_error_result(inventory, tmp_path):
+def test_unknown_module_is_an_ansible_error_with_its_message(inventory, tmp_path):
     playbook = tmp_path / "broken.yml"
     playbook.write_text("- hosts: all\n  tasks:\n    - name: x\n      no.such.module: {}\n")
     result = api.run(playbook, inventory)
-    assert (result.status, result.hosts, result.exit_code) == ("failed", {}, ExitCode.RUNNER_ERROR)
+    assert (result.status, result.hosts, result.exit_code) == ("failed", {}, ExitCode.ANSIBLE_ERROR)
     assert result.rc != 0
+    assert result.error is not None
+    assert result.error.startswith("[ERROR]: couldn't resolve module/action 'no.such.module'")

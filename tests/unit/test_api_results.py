@@ -212,7 +212,12 @@ def test_to_dict_is_json_and_complete():
          "unreachable": True}
     ]
     assert set(document["hosts"]["a"]) == {"status", "ok", "changed", "failed", "unreachable", "skipped",
-                                          "rescued", "ignored", "failed_tasks", "module_data"}
+                                          "rescued", "ignored", "failed_tasks", "module_data", "started_at",
+                                          "ended_at", "duration_s"}
+    # The schema docs/api.md documents for --json (schema_version 2).
+    assert {k: document[k] for k in ("schema_version", "error", "limit", "inventory")} == {
+        "schema_version": 2, "error": None, "limit": None, "inventory": [],
+    }
 
 
 class Killed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -40,7 +41,8 @@ def collection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _paths.Collec
 
 
 @pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./ansible.cfg in the working directory
     for name in ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOST_KEY_CHECKING"):
         monkeypatch.delenv(name, raising=False)
 
@@ -61,8 +63,17 @@ def recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         record["dir_existed_during_run"] = private.is_dir()
         return record["runner"]
 
+    def fake_run_checking_files(**kwargs: Any) -> FakeRunner:
+        extravars = private / "env" / "extravars"
+        record["extravars_file"] = None
+        if extravars.exists():
+            record["extravars_file"] = (extravars.read_text(), extravars.stat().st_mode & 0o777)
+        return fake_run(**kwargs)
+
     monkeypatch.setattr(api.tempfile, "mkdtemp", fake_mkdtemp)
-    monkeypatch.setattr(ansible_runner, "run", fake_run)
+    monkeypatch.setattr(ansible_runner, "run", fake_run_checking_files)
+    # The preflight (Ansible's InventoryManager in a child process) is proven by tests/integration/test_cli_errors.py.
+    monkeypatch.setattr(api, "preflight", lambda spec: None)
     record["private"] = private
     return record
 
@@ -93,9 +104,9 @@ def test_run_passes_exactly_these_kwargs(collection, clean_env, recorder):
             "ANSIBLE_COLLECTIONS_PATH": f"{root}/collections:~/.ansible/collections:/usr/share/ansible/collections",
             "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
             "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_NOCOLOR": "True",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         },
-        "extravars": {"nvidia_driver_branch": 570, "flag": True},
         "limit": "gpu-*",
         "tags": "preflight,verify",
         "skip_tags": "install",
@@ -103,10 +114,15 @@ def test_run_passes_exactly_these_kwargs(collection, clean_env, recorder):
         "verbosity": 2,
         "cmdline": "--check --diff",
         "suppress_env_files": True,
+        "passwords": {},
+        "artifact_dir": None,
         "quiet": True,
         "fact_cache_type": "memory",
     }
     assert recorder["mkdtemp_prefix"] == "gpufleet-run-"
+    # ansible-runner reads env/extravars and passes "-e @<private_data_dir>/env/extravars" (its documented
+    # private data directory layout): the values are in a 0600 file, not in the argv.
+    assert recorder["extravars_file"] == ('{"nvidia_driver_branch": 570, "flag": true}', 0o600)
 
 
 def test_run_defaults_pass_nothing_optional(collection, clean_env, recorder, tmp_path):
@@ -123,7 +139,7 @@ def test_run_defaults_pass_nothing_optional(collection, clean_env, recorder, tmp
         "cmdline": None,
     }
     assert "timeout" not in kwargs  # enforced through cancel_callback, see test_api_results
-    assert kwargs["extravars"] == {}
+    assert recorder["extravars_file"] is None
     assert kwargs["inventory"] == [str(inventory)]
     assert kwargs["playbook"] == str(collection.root / "playbooks" / "site.yml")
 
@@ -140,6 +156,7 @@ BIN = Path(sys.executable).parent
                 "ANSIBLE_COLLECTIONS_PATH": "/c:~/.ansible/collections:/usr/share/ansible/collections",
                 "ANSIBLE_CONFIG": "/cfg/ansible.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "True",
+                "ANSIBLE_NOCOLOR": "True",
                 "PATH": f"{BIN}:{os.defpath}",
             },
         ),
@@ -149,6 +166,7 @@ BIN = Path(sys.executable).parent
                 "ANSIBLE_COLLECTIONS_PATH": "/c:/mine:/yours",
                 "ANSIBLE_CONFIG": "/etc/site.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "True",
+                "ANSIBLE_NOCOLOR": "True",
                 "PATH": f"{BIN}:/usr/bin",
             },
         ),
@@ -158,20 +176,52 @@ BIN = Path(sys.executable).parent
                 "ANSIBLE_COLLECTIONS_PATH": "/c:~/.ansible/collections:/usr/share/ansible/collections",
                 "ANSIBLE_CONFIG": "/cfg/ansible.cfg",
                 "ANSIBLE_HOST_KEY_CHECKING": "False",
+                "ANSIBLE_NOCOLOR": "True",
                 "PATH": f"{BIN}:{os.defpath}",
             },
         ),
     ],
     ids=["defaults", "caller-paths-and-config-kept", "caller-disables-host-key-checking"],
 )
-def test_envvars(environ, expected):
+def test_envvars(environ, expected, tmp_path):
     spec = api.RunSpec(
         playbook=Path("/p.yml"),
         inventories=(Path("/i"),),
         collections_dir=Path("/c"),
         ansible_cfg=Path("/cfg/ansible.cfg"),
+        cwd=tmp_path,
     )
     assert spec.envvars(environ) == expected
+
+
+def test_ansible_cfg_of_the_working_directory_wins_over_the_collections(tmp_path):
+    (tmp_path / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
+    spec = api.RunSpec(Path("/p.yml"), (Path("/i"),), Path("/c"), Path("/cfg/ansible.cfg"), cwd=tmp_path)
+    env = spec.envvars({})
+    assert (env["ANSIBLE_CONFIG"], env["ANSIBLE_HOST_KEY_CHECKING"]) == (str(tmp_path / "ansible.cfg"), "False")
+    assert spec.envvars({"ANSIBLE_CONFIG": "/etc/site.cfg"})["ANSIBLE_CONFIG"] == "/etc/site.cfg"
+
+
+def test_ansible_options_reach_the_cmdline_and_passwords_do_not():
+    options = api.AnsibleOptions(
+        user="admin",
+        become=True,
+        become_password="b-secret",
+        private_key="/k/id rsa",
+        vault_ids=("prod@/v/prod",),
+        vault_password_files=("/v/pw",),
+        vault_password="v-secret",
+        list_hosts=True,
+    )
+    spec = api.RunSpec(Path("/p.yml"), (Path("/i"),), Path("/c"), Path("/a.cfg"), ansible=options)
+    # ansible-playbook's option names (ansible-playbook --help).
+    assert spec.cmdline() == (
+        "--user admin --become --ask-become-pass --private-key '/k/id rsa' --vault-id prod@/v/prod "
+        "--vault-password-file /v/pw --ask-vault-pass --list-hosts"
+    )
+    # ansible-runner answers these prompts (its "passwords" mapping: prompt regex -> answer).
+    assert options.passwords() == {r"^BECOME password.*:\s*?$": "b-secret", r"^Vault password.*:\s*?$": "v-secret"}
+    assert "secret" not in repr(options)
 
 
 @pytest.mark.parametrize(
@@ -246,13 +296,13 @@ def test_use_cases_pick_their_playbook(collection, clean_env, recorder, function
     function("sim", extravars={"keep": "me"})
     kwargs = recorder["kwargs"]
     assert kwargs["playbook"] == str(collection.root / "playbooks" / playbook)
-    assert kwargs["extravars"] == {"keep": "me", **extra}
+    assert json.loads(recorder["extravars_file"][0]) == {"keep": "me", **extra}
     assert kwargs["cmdline"] == cmdline
 
 
 def test_plan_mig_cannot_be_talked_out_of_plan_only(collection, clean_env, recorder):
     api.plan_mig("sim", extravars={"gpufleet_mig_plan_only": False}, check=False)
-    assert recorder["kwargs"]["extravars"] == {"gpufleet_mig_plan_only": True}
+    assert json.loads(recorder["extravars_file"][0]) == {"gpufleet_mig_plan_only": True}
     assert recorder["kwargs"]["cmdline"] == "--check"
 
 

@@ -67,7 +67,6 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
         (["verify", "-i", "a", "-i", "b"], "verify", (["a", "b"],)),
         (["facts", "-i", "inv"], "facts", (["inv"],)),
         (["mig", "plan", "-i", "inv"], "mig plan", (["inv"],)),
-        (["mig", "apply", "-i", "inv"], "mig apply", (["inv"],)),
         (["run", "gpufleet.nvidia.site", "-i", "inv"], "run", ("gpufleet.nvidia.site", ["inv"])),
     ],
 )
@@ -78,10 +77,25 @@ def test_commands_call_their_use_case(recorder, argv, name, args):
     assert (called, called_args) == (name, args)
 
 
+def test_mig_apply_without_terminal_or_yes_refuses_before_running_anything(recorder):
+    code, out, err = run_cli("mig", "apply", "-i", "inv")
+    assert (code, out, recorder.calls) == (4, "", [])
+    assert err == (
+        "gpufleet: error: refusing to apply MIG layouts without a confirmation: there is no terminal to ask at; "
+        "review `gpufleet mig plan` and pass --yes to apply\n"
+    )
+
+
+def test_mig_apply_with_yes_plans_then_applies(recorder):
+    code, _, _ = run_cli("mig", "apply", "-i", "inv", "--yes", "--quiet")
+    assert code == 0
+    assert [c[0] for c in recorder.calls] == ["mig plan", "mig apply"]
+
+
 def test_options_reach_the_api(recorder, tmp_path):
     (tmp_path / "v.yml").write_text("x: 1\n")
     run_cli(
-        "verify", "-i", "inv", "-l", "gpu*", "-C", "-D", "-e", "a=1 b=2", "-e", f"@{tmp_path / 'v.yml'}",
+        "provision", "-i", "inv", "-l", "gpu*", "-C", "-D", "-e", "a=1 b=2", "-e", f"@{tmp_path / 'v.yml'}",
         "-t", "a,b", "-t", "c", "--skip-tags", "d", "-f", "7", "--timeout", "30", "-vvv", "-q",
     )
     _, _, kwargs = recorder.calls[0]
@@ -89,7 +103,8 @@ def test_options_reach_the_api(recorder, tmp_path):
     assert kwargs.pop("cancel").is_set() is False
     assert kwargs == {
         "limit": "gpu*", "tags": ["a,b", "c"], "skip_tags": ["d"], "check": True, "diff": True, "forks": 7,
-        "verbosity": 3, "timeout": 30, "extravars": {"a": "1", "b": "2", "x": 1},
+        "verbosity": 3, "timeout": 30, "extravars": {"a": "1", "b": "2", "x": 1}, "artifact_dir": None,
+        "ansible": api.AnsibleOptions(),
     }
 
 
@@ -104,7 +119,11 @@ def test_missing_inventory_is_bad_input(recorder, as_json):
     code, out, err = run_cli("verify", *(["--json"] if as_json else []))
     assert code == 4
     assert err == "gpufleet: error: no inventory: pass -i/--inventory or set GPUFLEET_INVENTORY\n"
-    expected = {"error": "no inventory: pass -i/--inventory or set GPUFLEET_INVENTORY", "exit_code": 4}
+    expected = {
+        "schema_version": 2,
+        "error": "no inventory: pass -i/--inventory or set GPUFLEET_INVENTORY",
+        "exit_code": 4,
+    }
     assert (json.loads(out) if as_json else out) == (expected if as_json else "")
     assert recorder.calls == []
 
@@ -113,8 +132,8 @@ def test_bad_extra_vars_is_bad_input(recorder):
     code, _, err = run_cli("verify", "-i", "x", "-e", "oops")
     assert (code, recorder.calls) == (4, [])
     assert err == (
-        "gpufleet: error: bad extra var 'oops': expected key=value with a variable name as key, @file or a "
-        "YAML/JSON mapping\n"
+        "gpufleet: error: bad extra vars 'oops': 'oops' is not key=value; use key=value, @file or a YAML/JSON "
+        "mapping\n"
     )
 
 
@@ -126,7 +145,7 @@ def test_api_errors_map_to_exit_codes(recorder, error, code):
     recorder.result = error
     got, out, err = run_cli("run", "x", "-i", "inv", "--json")
     assert got == code
-    assert json.loads(out) == {"error": str(error), "exit_code": code}
+    assert json.loads(out) == {"schema_version": 2, "error": str(error), "exit_code": code}
     assert err == f"gpufleet: error: {error}\n"
 
 

@@ -165,7 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gpufleet-lab``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    arguments = build_parser()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        dist_version = version("gpufleet-sim")
+    except PackageNotFoundError:  # a checkout used without installing it
+        dist_version = "0.0.0+checkout"
+    arguments.add_argument("--version", action="version", version=f"%(prog)s {dist_version}")
+    args = arguments.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args))

@@ -224,7 +224,15 @@ def cmd_mps_client(action: str, pid: int, uid: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``gpusim``."""
-    args = parser().parse_args(argv)
+    arguments = parser()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        dist_version = version("gpufleet-sim")
+    except PackageNotFoundError:  # a checkout used without installing it
+        dist_version = "0.0.0+checkout"
+    arguments.add_argument("--version", action="version", version=f"%(prog)s {dist_version}")
+    args = arguments.parse_args(argv)
     try:
         if args.command == "build":
             return cmd_build(args.out)
