@@ -258,3 +258,120 @@ def test_default_view_shows_the_states_gpus(host: Callable[..., Host], preset: s
         assert re.search(rf"^\| N/A\s+{g['temperature']['gpu']}C\s+P{g['performance_state']}\s+{power} \|"
                          rf"\s+{re.escape(memory)} \|\s+{g['utilization']['gpu']}%\s+"
                          rf"{SHORT_COMPUTE_MODES[g['compute_mode']]} \|$", second), second
+
+
+# ------------------------------------------------------------------------------- MIG, processes and faults
+
+def _rows(text: str) -> list[list[str]]:
+    """The table rows of nvidia-smi's boxed output, as whitespace-split cells (header rows start with a letter)."""
+    return [line.strip("|").split() for line in text.splitlines()
+            if line.startswith("|") and re.match(r"^\|\s+\d", line)]
+
+
+def _gib(mib: int) -> str:
+    return f"{mib / 1024:.2f}"
+
+
+@pytest.fixture
+def mig_host(host: Callable[..., Host]) -> Host:
+    """2x A100 40GB: GPU 0 in MIG mode with a BAR1 aperture in the state, GPU 1 not."""
+    doc = build_state("2xA100-40GB", "mig-host")
+    doc["gpus"][0]["mig"]["current"] = doc["gpus"][0]["mig"]["pending"] = 1
+    for g in doc["gpus"]:
+        g["bar1"] = {"total_mib": 65536, "used_mib": 3}
+    return host(doc=doc)
+
+
+def test_mig_profiles_and_placements_on_an_empty_mig_gpu(mig_host: Host) -> None:
+    g = mig_host.read()["gpus"][0]
+    rows = _rows(mig_host.smi("mig", "-lgip"))
+    expected = []
+    for p in g["mig"]["gi_profiles"]:
+        expected.append(["0", "MIG", p["name"], str(p["id"]), f"{p['instances']}/{p['instances']}",
+                         _gib(p["memory_mib"]), "Yes" if p["p2p"] else "No", str(p["sms"]), str(p["decoders"]),
+                         str(p["encoders"])])
+        expected.append([str(p["copy_engines"]), str(p["jpegs"]), str(p["ofas"])])
+    assert rows == expected  # only the MIG-enabled GPU, in NVIDIA's profile order
+    placements = mig_host.smi("mig", "-lgipp").splitlines()
+    assert placements == [
+        f"GPU {0:2d} Profile ID {p['id']:2d} Placement{'s' if len(p['placements']) > 1 else ' '}: "
+        f"{{{','.join(str(start) for start, _ in p['placements'])}}}:{p['placements'][0][1]}"
+        for p in g["mig"]["gi_profiles"]]
+
+
+def test_mig_create_list_and_destroy_through_nvidias_binary(mig_host: Host) -> None:
+    out = mig_host.smi("mig", "-i", "0", "-cgi", "9,19", "-C")
+    assert out.count("Successfully created GPU instance") == 2
+    assert out.count("Successfully created compute instance") == 2
+    g = mig_host.read()["gpus"][0]
+    profiles = {p["id"]: p for p in g["mig"]["gi_profiles"]}
+    gis = g["mig"]["gpu_instances"]
+    assert sorted(gi["profile_id"] for gi in gis) == [9, 19]
+    assert sorted(_rows(mig_host.smi("mig", "-lgi"))) == sorted(
+        ["0", "MIG", profiles[gi["profile_id"]]["name"], str(gi["profile_id"]), str(gi["id"]),
+         f"{gi['start']}:{gi['size']}"] for gi in gis)
+    ci_rows = []
+    for gi in gis:
+        table = {c["id"]: c for c in g["mig"]["ci_profiles"][str(profiles[gi["profile_id"]]["slices"])]}
+        for ci in gi["compute_instances"]:
+            gi_name, ci_profile = profiles[gi["profile_id"]]["name"], table[ci["profile_id"]]
+            # NVIDIA names a CI that spans its whole GI after the GI, others "<n>c.<GI name>"
+            name = gi_name if ci_profile["slices"] == profiles[gi["profile_id"]]["slices"] else \
+                f"{ci_profile['slices']}c.{gi_name}"
+            ci_rows.append(["0", str(gi["id"]), "MIG", name, str(ci["profile_id"]), str(ci["id"]),
+                            f"{ci['start']}:{ci['size']}"])
+    assert sorted(_rows(mig_host.smi("mig", "-lci"))) == sorted(ci_rows)
+    lcip = _rows(mig_host.smi("mig", "-lcip", "-i", "0"))
+    assert {row[1] for row in lcip if len(row) > 3} == {str(gi["id"]) for gi in gis}
+
+    # processes and the default view's MIG device table
+    big = next(gi for gi in gis if gi["profile_id"] == 9)
+    doc = mig_host.read()
+    hardware.add_process_in(doc["gpus"][0], 777, "train.py", 1500, gi_id=big["id"], ci_id=0)
+    mig_host.write(doc)
+    view = mig_host.smi()
+    at = view.index("MIG devices:")
+    mig_rows = [row for row in _rows(view[at:view.index("Processes:")]) if len(row) > 6]
+    ordered = sorted(gis, key=lambda gi: gi["id"])
+    assert [row[:4] for row in mig_rows] == [["0", str(gi["id"]), "0", str(k)] for k, gi in enumerate(ordered)]
+    assert [row[5:8] for row in mig_rows] == [
+        [f"{1500 if gi is big else 0}MiB", "/", f"{profiles[gi['profile_id']]['memory_mib']}MiB"] for gi in ordered]
+
+    # the process holds its compute instance: NVIDIA's binary reports it and exits NVML_ERROR_IN_USE (19)
+    out = mig_host.smi("mig", "-i", "0", "-dci", rc=19)
+    assert f"Unable to destroy compute instance ID  0 from GPU  0 GPU instance ID {big['id']:2d}: In use by " \
+        "another client" in out.splitlines()
+    doc = mig_host.read()
+    hardware.remove_process_in(doc["gpus"][0], 777)
+    mig_host.write(doc)
+    assert mig_host.smi("mig", "-i", "0", "-dci").count("Successfully destroyed compute instance") == 1
+    assert mig_host.smi("mig", "-i", "0", "-dgi").count("Successfully destroyed GPU instance") == 2
+    assert mig_host.read()["gpus"][0]["mig"]["gpu_instances"] == []
+    assert mig_host.smi("mig", "-lgi", rc=6).strip() == "No GPU instances found: Not Found"
+
+
+def test_mig_mode_switch_through_nvidias_binary(mig_host: Host) -> None:
+    out = mig_host.smi("-i", "1", "-mig", "1")
+    assert "Warning: MIG mode is in pending enable state for GPU 00000000:" in out
+    assert out.rstrip().endswith("All done.")
+    assert [g["mig"]["pending"] for g in mig_host.read()["gpus"]] == [1, 1]
+    mig_host.smi("-i", "0", "-mig", "0")
+    assert [(g["mig"]["current"], g["mig"]["pending"]) for g in mig_host.read()["gpus"]] == [(1, 0), (0, 1)]
+
+
+def test_injected_faults_show_in_nvidias_report(host: Callable[..., Host]) -> None:
+    doc = build_state("2xA100-40GB", "faults")
+    hardware.inject_in(doc, doc["gpus"][0], "ecc-uncorrectable", {"count": 2})
+    hardware.inject_in(doc, doc["gpus"][0], "remap-pending", {})
+    hardware.inject_in(doc, doc["gpus"][1], "thermal-slowdown", {})
+    h = host(doc=doc)
+    root = ET.fromstring(h.smi("-q", "-x"))
+    gpu0, gpu1 = root.findall("gpu")
+    assert _text(gpu0.find("ecc_errors/volatile/dram_uncorrectable")) == "2"
+    assert _text(gpu0.find("ecc_errors/aggregate/dram_uncorrectable")) == "2"
+    assert _text(gpu0.find("remapped_rows/remapped_row_unc")) == "1"
+    assert _text(gpu0.find("remapped_rows/remapped_row_pending")) == "Yes"
+    assert _text(gpu1.find("clocks_event_reasons/clocks_event_reason_hw_thermal_slowdown")) == "Active"
+    assert _text(gpu1.find("temperature/gpu_temp")) == f"{doc['gpus'][1]['temperature']['slowdown']} C"
+    view = h.smi()
+    assert re.search(r"\| 00000000:\w\w:00\.0 Off \|\s+2 \|", view)
