@@ -375,3 +375,13 @@ def test_injected_faults_show_in_nvidias_report(host: Callable[..., Host]) -> No
     assert _text(gpu1.find("temperature/gpu_temp")) == f"{doc['gpus'][1]['temperature']['slowdown']} C"
     view = h.smi()
     assert re.search(r"\| 00000000:\w\w:00\.0 Off \|\s+2 \|", view)
+
+
+def test_a_lost_gpu_is_reported_as_nvidia_reports_it(host: Callable[..., Host]) -> None:
+    doc = build_state("2xA100-40GB", "lost")
+    hardware.inject_in(doc, doc["gpus"][1], "fallen-off-bus", {})
+    h = host(doc=doc)
+    out = h.smi("-L", rc=15)
+    assert out.splitlines() == [
+        f"GPU 0: {doc['gpus'][0]['name']} (UUID: {doc['gpus'][0]['uuid']})",
+        "Unable to determine the device handle for gpu 1: GPU is lost.  Reboot the system to recover this GPU", "", ""]

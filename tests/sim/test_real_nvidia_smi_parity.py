@@ -1,0 +1,101 @@
+"""One nvidia-smi voice: the simulator's nvidia-smi and NVIDIA's 535 binary on the same state, line for line.
+
+Every command both support runs on the same state through the same simulated library. The result per command
+("same" or "differs") must be the one docs/simulator.md lists, so a difference nobody wrote down fails here, and
+so does a documented difference that has gone away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _realclients import DRIVER_VERSION, REPO, RealClientError, RealClients, fetch
+
+from gpufleet_sim import hardware
+from gpufleet_sim.presets import build_state
+
+DOC = REPO / "docs" / "simulator.md"
+# fields both nvidia-smis know, by the name NVIDIA prints in the CSV header
+QUERY = ("index,name,uuid,serial,pci.bus_id,pci.domain,pci.bus,pci.device,pci.device_id,pci.sub_device_id,"
+         "driver_version,vbios_version,inforom.img,persistence_mode,compute_mode,pstate,pcie.link.gen.current,"
+         "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,memory.total,memory.reserved,memory.used,"
+         "memory.free,utilization.gpu,utilization.memory,temperature.gpu,power.draw,power.limit,"
+         "clocks.current.graphics,clocks.current.sm,clocks.current.memory,clocks.max.graphics,clocks.max.sm,"
+         "ecc.mode.current,ecc.mode.pending,ecc.errors.corrected.volatile.total,"
+         "ecc.errors.uncorrected.aggregate.total,mig.mode.current,mig.mode.pending,clocks_event_reasons.active,"
+         "count,compute_cap")
+COMMANDS = {
+    "-L": ["-L"],
+    "--query-gpu": [f"--query-gpu={QUERY}", "--format=csv"],
+    "(default view)": [],
+    "mig -lgip": ["mig", "-lgip"],
+    "mig -lgipp": ["mig", "-lgipp"],
+    "mig -lgi": ["mig", "-lgi"],
+    "mig -lci": ["mig", "-lci"],
+    "mig -lcip": ["mig", "-lcip"],
+}
+
+
+@pytest.fixture(scope="module")
+def real() -> RealClients:
+    try:
+        return fetch()
+    except RealClientError as exc:
+        pytest.fail(f"NVIDIA's nvidia-smi could not be fetched: {exc}")
+
+
+@pytest.fixture(scope="module")
+def lib535() -> Path:
+    from gpufleet_sim.build import build_library
+
+    return build_library(REPO / "build" / "sim-test-535", DRIVER_VERSION).parent
+
+
+def documented() -> dict[str, str]:
+    """command -> "same" | "differs", from the parity table of docs/simulator.md."""
+    rows = re.findall(r"^\| `nvidia-smi ?([^`]*)` \| (same|differs) \|", DOC.read_text(encoding="utf-8"), re.M)
+    return {command or "(default view)": verdict for command, verdict in rows}
+
+
+def _ours(args: list[str], libdir: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NVML_SIM_STATE")}
+    env.update({"LD_LIBRARY_PATH": str(libdir), "NVML_SIM_STATE": str(state), "LC_ALL": "C", "TZ": "UTC"})
+    return subprocess.run([sys.executable, "-m", "gpufleet_sim.tools.nvidia_smi", *args], env=env, text=True,
+                          capture_output=True, timeout=60, check=False)
+
+
+def _lines(proc: subprocess.CompletedProcess[str], default_view: bool) -> list[str]:
+    lines = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
+    if default_view:
+        lines = lines[1:]  # the timestamp
+    return [*lines, f"exit {proc.returncode}"]
+
+
+def test_both_nvidia_smis_on_one_state(real: RealClients, lib535: Path, tmp_path: Path) -> None:
+    doc = build_state("2xA100-40GB", "parity")
+    gpu = doc["gpus"][0]
+    gpu["mig"]["current"] = gpu["mig"]["pending"] = 1
+    state = tmp_path / "state.json"
+
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    created = real.run("nvidia-smi", ["mig", "-i", "0", "-cgi", "9,19", "-C"], lib535, state)
+    assert created.returncode == 0, created.stdout + created.stderr
+    doc = json.loads(state.read_text(encoding="utf-8"))
+    hardware.add_process_in(doc["gpus"][1], 4242, "python3", 512)
+    state.write_text(json.dumps(doc), encoding="utf-8")
+
+    verdicts = {}
+    for name, args in COMMANDS.items():
+        theirs = _lines(real.run("nvidia-smi", args, lib535, state), not args)
+        ours = _lines(_ours(args, lib535, state), not args)
+        verdicts[name] = "same" if theirs == ours else "differs"
+        assert theirs[-1] == "exit 0", f"NVIDIA's nvidia-smi {name}: {theirs}"
+    assert verdicts == documented()
