@@ -74,7 +74,13 @@ class EventCollector:
         return True
 
     def _record_text(self, event: Event) -> None:
-        """Keep Ansible's own error messages (the ``verbose`` events' text: there is no other event for them)."""
+        """Keep Ansible's own error messages: the ``error`` events (ansible-core 2.19 reports errors outside host
+        tasks, such as YAML and vault errors in group_vars, as their own event) and the ``[ERROR]`` lines of the
+        ``verbose`` events (errors before the playbook starts: syntax, inventory)."""
+        if event.kind == "error":
+            self._in_error = False
+            self.error_lines.extend(plain_text(str(event.raw.get("stdout") or "")).rstrip().splitlines())
+            return
         if event.kind != "verbose":
             self._in_error = False
             return
