@@ -87,7 +87,8 @@ def test_plain_output(inventory):
         (["run", "no-such-playbook", "-i", "."], "unknown playbook 'no-such-playbook': not a playbook file and not "
                                                  "one of the collection's playbooks"),
         (["run", "ok.yml"], "no inventory: pass -i/--inventory or set GPUFLEET_INVENTORY"),
-        (["run", "ok.yml", "-i", ".", "-e", "@missing.yml"], "bad extra vars '@missing.yml': Unable to retrieve file contents."),
+        (["run", "ok.yml", "-i", ".", "-e", "@missing.yml"],
+         "bad extra vars '@missing.yml': Unable to retrieve file contents."),
     ],
     ids=["missing-inventory", "unknown-playbook", "no-inventory", "bad-extra-vars"],
 )
