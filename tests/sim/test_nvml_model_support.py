@@ -1,0 +1,72 @@
+"""Which NVML queries each simulated GPU model answers and which it answers NVML_ERROR_NOT_SUPPORTED (3).
+
+Expectations come from NVIDIA's documents, not from the simulator: the MIG User Guide's list of supported GPUs
+(A100, A30, H100, H200), the NVML reference (row remapping "for Ampere or newer"; page retirement replaced by row
+remapping from Ampere on, per the "Dynamic Page Retirement" guide), each board's product brief (every preset's
+board is passively cooled, so it has no fan to report; L40S and T4 have no NVLink), and data-centre boards
+drive no display (the mode is reported, Disabled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+OK, NOT_SUPPORTED = 0, 3
+# preset -> (MIG, row remapping, page retirement, NVLink)
+DOCUMENTED = {
+    "8xH100-NVSwitch": (OK, OK, NOT_SUPPORTED, OK),
+    "8xA100": (OK, OK, NOT_SUPPORTED, OK),
+    "4xA30": (OK, OK, NOT_SUPPORTED, OK),
+    "2xL40S": (NOT_SUPPORTED, OK, NOT_SUPPORTED, NOT_SUPPORTED),
+    "1xH200": (OK, OK, NOT_SUPPORTED, OK),
+    "2xA100-40GB": (OK, OK, NOT_SUPPORTED, OK),
+    "1xT4": (NOT_SUPPORTED, NOT_SUPPORTED, OK, NOT_SUPPORTED),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(DOCUMENTED))
+def test_model_dependent_support(nvml_sim: Callable[..., Any], preset: str) -> None:
+    r = nvml_sim(preset).run("""
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        R["fan"] = code(N.nvmlDeviceGetFanSpeed, h)
+        R["mig"] = code(N.nvmlDeviceGetMigMode, h)
+        R["remap"] = code(N.nvmlDeviceGetRemappedRows, h)
+        R["retire"] = code(N.nvmlDeviceGetRetiredPages, h, N.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        R["nvlink"] = code(N.nvmlDeviceGetNvLinkState, h, 0)
+        R["display"] = [N.nvmlDeviceGetDisplayMode(h), N.nvmlDeviceGetDisplayActive(h)]
+        R["virtualization"] = N.nvmlDeviceGetVirtualizationMode(h)
+    """)
+    mig, remap, retire, nvlink = DOCUMENTED[preset]
+    assert r == {"fan": NOT_SUPPORTED, "mig": mig, "remap": remap, "retire": retire, "nvlink": nvlink,
+                 "display": [0, 0], "virtualization": 0}
+
+
+def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) -> None:
+    sim = nvml_sim("1xH200")
+    with sim.edit() as doc:
+        doc["gpus"][0]["power"].update({"limit_mw": 600000, "enforced_mw": 550000})
+    r = sim.run("""
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        ids = [N.NVML_FI_DEV_POWER_MIN_LIMIT, N.NVML_FI_DEV_POWER_MAX_LIMIT, N.NVML_FI_DEV_POWER_DEFAULT_LIMIT,
+               N.NVML_FI_DEV_POWER_CURRENT_LIMIT, N.NVML_FI_DEV_POWER_REQUESTED_LIMIT,
+               N.NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT, N.NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT,
+               N.NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT, N.NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT,
+               N.NVML_FI_DEV_MEMORY_TEMP]
+        values = N.nvmlDeviceGetFieldValues(h, ids)
+        R["values"] = [[v.fieldId, v.nvmlReturn, v.valueType, v.value.uiVal if v.nvmlReturn == 0 else None]
+                       for v in values]
+        module = N.nvmlDeviceGetFieldValues(h, [(N.NVML_FI_DEV_POWER_CURRENT_LIMIT, N.NVML_POWER_SCOPE_MODULE)])
+        R["module"] = module[0].nvmlReturn
+    """)
+    g = sim.read()["gpus"][0]
+    p, t = g["power"], g["temperature"]
+    expected = [p["min_mw"], p["max_mw"], p["default_mw"], 550000, 600000,
+                t["shutdown"], t["slowdown"], t["mem_max"], t["gpu_max"]]
+    assert r["values"][:9] == [[187 + i + (i >= 4), OK, 1, v] for i, v in enumerate(expected)]
+    assert r["values"][9] == [82, NOT_SUPPORTED, 1, None]  # no memory temperature in the state
+    assert r["module"] == NOT_SUPPORTED
