@@ -337,6 +337,17 @@ def test_mig_create_list_and_destroy_through_nvidias_binary(mig_host: Host) -> N
     assert [row[5:8] for row in mig_rows] == [
         [f"{1500 if gi is big else 0}MiB", "/", f"{profiles[gi['profile_id']]['memory_mib']}MiB"] for gi in ordered]
 
+    gpu0 = ET.fromstring(mig_host.smi("-q", "-x", "-i", "0")).find("gpu")
+    assert gpu0 is not None
+    assert [[_text(d.find(k)) for k in ("index", "gpu_instance_id", "compute_instance_id",
+                                        "device_attributes/shared/multiprocessor_count",
+                                        "device_attributes/shared/copy_engine_count", "fb_memory_usage/total",
+                                        "fb_memory_usage/used", "bar1_memory_usage/total")]
+            for d in gpu0.findall("mig_devices/mig_device")] == [
+        [str(k), str(gi["id"]), "0", str(g["mig"]["ci_profiles"][str(profiles[gi["profile_id"]]["slices"])][-1]["sms"]),
+         str(profiles[gi["profile_id"]]["copy_engines"]), f"{profiles[gi['profile_id']]['memory_mib']} MiB",
+         f"{1500 if gi is big else 0} MiB", "65536 MiB"] for k, gi in enumerate(ordered)]
+
     # the process holds its compute instance: NVIDIA's binary reports it and exits NVML_ERROR_IN_USE (19)
     out = mig_host.smi("mig", "-i", "0", "-dci", rc=19)
     assert f"Unable to destroy compute instance ID  0 from GPU  0 GPU instance ID {big['id']:2d}: In use by " \

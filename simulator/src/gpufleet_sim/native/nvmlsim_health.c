@@ -85,7 +85,13 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMe
                                                      nvmlEccCounterType_t counterType,
                                                      nvmlMemoryLocation_t locationType, unsigned long long *count)
 {
-    DEV_PROLOGUE(__func__, device);
+    /* a MIG device reports its GPU's counters (the state counts errors per GPU); NVIDIA's nvidia-smi -q lists
+     * a MIG device only when this succeeds for it */
+    SIM_LOCKED;
+    sim_ref_t r;
+    nvmlReturn_t rc = sim_dev(__func__, device, SIM_F_MIG_OK, &r);
+    if (rc != NVML_SUCCESS)
+        return rc;
     if (locationType >= 8)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (locationType == 2)
