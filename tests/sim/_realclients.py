@@ -69,8 +69,11 @@ def _step(what: str, argv: list[str], cwd: Path) -> None:
                               f"{proc.stdout}{proc.stderr}")
 
 
-def fetch(base: Path = BASE) -> RealClients:
-    """Return the unpacked clients, downloading and unpacking them first when they are not cached."""
+def fetch(base: Path = BASE, archive: str = ARCHIVE) -> RealClients:
+    """Return the unpacked clients, downloading and unpacking them first when they are not cached.
+
+    ``archive`` is the sources.list line of the archive to download from (tests point it elsewhere).
+    """
     base.mkdir(parents=True, exist_ok=True)
     root = base / "root"
     marker = base / f"unpacked-{VERSION}"
@@ -79,7 +82,7 @@ def fetch(base: Path = BASE) -> RealClients:
         if not marker.is_file():
             for folder in (base / "lists" / "partial", base / "cache" / "archives" / "partial", base / "debs"):
                 folder.mkdir(parents=True, exist_ok=True)
-            (base / "sources.list").write_text(ARCHIVE + "\n", encoding="utf-8")
+            (base / "sources.list").write_text(archive + "\n", encoding="utf-8")
             apt = _apt_options(base)
             _step("apt-get update of Debian bookworm non-free", ["apt-get", *apt, "update"], base)
             _step(f"apt-get download of {', '.join(PACKAGES)} {VERSION}",

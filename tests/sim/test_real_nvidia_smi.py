@@ -91,6 +91,24 @@ def test_the_binary_is_nvidias_and_every_name_it_resolves_is_exported(real: Real
     assert not list(real.root.rglob("libnvidia-ml*"))
 
 
+def test_an_unreachable_archive_fails_loudly(tmp_path: Path) -> None:
+    with pytest.raises(RealClientError) as caught:
+        fetch(tmp_path / "rc", "deb [trusted=yes] http://127.0.0.1:9/debian bookworm non-free")
+    assert str(caught.value).startswith(
+        "apt-get download of nvidia-smi, nvidia-cuda-mps 535.261.03-1 failed (exit 100)")
+    assert not (tmp_path / "rc" / "root").exists()
+
+
+def test_nvidias_libnvidia_ml_next_to_the_binary_is_refused(real: RealClients, tmp_path: Path) -> None:
+    base = tmp_path / "rc"
+    (base / "root" / "usr" / "lib").mkdir(parents=True)
+    (base / "unpacked-535.261.03-1").write_text("535.261.03-1\n", encoding="utf-8")
+    (base / "root" / "usr" / "lib" / "libnvidia-ml.so.1").write_bytes(b"")
+    with pytest.raises(RealClientError, match=r"NVIDIA's libnvidia-ml is unpacked under .* "
+                       r"\(usr/lib/libnvidia-ml\.so\.1\); remove it so that only the simulated library can be loaded"):
+        fetch(base)
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_list_gpus(host: Callable[..., Host], preset: str) -> None:
     h = host(preset)
