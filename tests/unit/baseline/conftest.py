@@ -16,6 +16,13 @@ REPO = Path(__file__).resolve().parents[3]
 ROLES = REPO / "roles"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _collection_plugins() -> None:
+    """Let the templating engine find gpufleet.nvidia.* filters, as ansible-playbook does from ansible.cfg."""
+    from ansible.plugins.loader import init_plugin_loader
+    init_plugin_loader([str(REPO / "collections")])
+
+
 def trust(value: Any) -> Any:
     """Mark every string of a loaded YAML document as a template, as Ansible does for role files."""
     if isinstance(value, str):
@@ -36,6 +43,8 @@ def role_variables(role: str, os_vars: str | None, overrides: Mapping[str, Any])
     """defaults < OS vars < vars/main.yml < overrides, like the role's own precedence (set_fact/extra vars last)."""
     base = ROLES / role
     variables: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "node1"}
+    # The gpufleet role is every baseline role's dependency: its defaults are theirs.
+    variables.update(load_yaml(ROLES / "gpufleet" / "defaults" / "main.yml") or {})
     variables.update(load_yaml(base / "defaults" / "main.yml") or {})
     if os_vars:
         variables.update(load_yaml(base / "vars" / f"{os_vars}.yml") or {})

@@ -66,10 +66,6 @@ def _facts(arch: str = "x86_64", packages: dict[str, str] | None = None) -> dict
          "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
          "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages",
          "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/3bf863cc.pub"),
-        ("RedHat-9", "x86_64", "", "/",
-         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/",
-         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/Packages",
-         "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub"),
         ("Debian-12", "x86_64", "http://mirror.example/cuda//", "./",
          "http://mirror.example/cuda/", "http://mirror.example/cuda/Packages",
          "http://mirror.example/cuda/3bf863cc.pub"),
@@ -88,27 +84,30 @@ def test_repository_urls(render, os_vars, arch, url, suite, base, index, key) ->
 @pytest.mark.parametrize(
     ("os_vars", "pinned", "expected"),
     [
+        # NVIDIA's CUDA repository key 3bf863cc ("cudatools <cudatools@nvidia.com>"), as NVIDIA publishes it.
         ("Debian-12", "", "EB693B3035CD5710E231E123A4B469963BF863CC"),
-        ("Debian-12", "ab12 cd34 ef56 ab12 cd34  ef56 ab12 cd34 ef56 ab12", "AB12CD34EF56AB12CD34EF56AB12CD34EF56AB12"),
-        ("RedHat-9", "", ""),
+        ("Ubuntu-24.04", "", "EB693B3035CD5710E231E123A4B469963BF863CC"),
+        ("Debian-12", "ab12 cd34 ef56 ab12 cd34  ef56 ab12 cd34 ef56 ab12",
+         "ab12 cd34 ef56 ab12 cd34  ef56 ab12 cd34 ef56 ab12"),
     ],
 )
-def test_key_fingerprint_is_normalised(render, os_vars, pinned, expected) -> None:
+def test_pinned_key_fingerprint(render, os_vars, pinned, expected) -> None:
     assert render(ROLE, "{{ __nvidia_driver_key_fingerprint }}", os_vars=os_vars,
                   nvidia_driver_repo_key_fingerprint=pinned) == expected
 
 
-def test_keyring_and_source_names_are_shared_with_the_container_toolkit_role(render) -> None:
-    common = {"ansible_facts": _facts()}
-    url = "http://127.0.0.1:8765/"
-    fingerprint = "0123456789ABCDEF0123456789ABCDEF01234567"
-    driver = render(ROLE, ["{{ __nvidia_driver_repo_name }}", "{{ __nvidia_driver_keyring }}"],
-                    nvidia_driver_repo_url=url, nvidia_driver_repo_key_fingerprint=fingerprint, **common)
-    toolkit = render("nvidia_container_toolkit",
-                     ["{{ __nvidia_container_toolkit_repo_name }}", "{{ __nvidia_container_toolkit_keyring }}"],
-                     os_vars=None, nvidia_container_toolkit_repo_url=url,
-                     nvidia_container_toolkit_repo_key_fingerprint=fingerprint, **common)
-    assert driver == toolkit == ["gpufleet-127-0-0-1-8765", "/usr/share/keyrings/gpufleet-89abcdef01234567.gpg"]
+def test_only_tested_oses_have_variables() -> None:
+    """Preflight refuses an OS without a vars file: only the apt OSes the role installs on have one."""
+    from .conftest import ROLES
+    assert sorted(p.name for p in (ROLES / ROLE / "vars").glob("*-*.yml")) == [
+        "Debian-12.yml", "Ubuntu-22.04.yml", "Ubuntu-24.04.yml"]
+
+
+def test_credentials_of_the_repository_url_are_masked_where_shown(render) -> None:
+    shown = render(ROLE, ["{{ __nvidia_driver_repo_shown }}", "{{ __nvidia_driver_index_shown }}",
+                          "{{ __nvidia_driver_repo_has_credentials }}"],
+                   ansible_facts=_facts(), nvidia_driver_repo_url="https://ci:t0k3n@mirror.example/cuda/")
+    assert shown == ["https://***@mirror.example/cuda/", "https://***@mirror.example/cuda/Packages", True]
 
 
 @pytest.mark.parametrize(
@@ -240,15 +239,28 @@ def test_reboot_reasons(render, kwargs, reasons) -> None:
     ("os_vars", "initramfs", "headers"),
     [
         ("Debian-12", ["update-initramfs", "-u"], ["linux-headers-6.1.0-28-amd64", "dkms"]),
+        ("Ubuntu-22.04", ["update-initramfs", "-u"], ["linux-headers-6.1.0-28-amd64", "dkms"]),
         ("Ubuntu-24.04", ["update-initramfs", "-u"], ["linux-headers-6.1.0-28-amd64", "dkms"]),
-        ("RedHat-9", ["dracut", "-f"],
-         ["kernel-devel-6.1.0-28-amd64", "kernel-headers-6.1.0-28-amd64", "dkms"]),
     ],
 )
-def test_kernel_steps_skipped_in_containers_per_os(render, os_vars, initramfs, headers) -> None:
-    """What the initramfs handler would run and which headers would be installed on a non-container host."""
+@pytest.mark.parametrize("container", [False, True])
+def test_kernel_steps_skipped_in_containers_per_os(render, os_vars, initramfs, headers, container) -> None:
+    """The headers install and the initramfs rebuild run on a host and are skipped in a container; the messages
+    that replace them run in a container only."""
+    def runs(task: dict) -> bool:
+        conditions = task["when"] if isinstance(task["when"], list) else [task["when"]]
+        return all(render(ROLE, "{{ " + c + " }}", os_vars=os_vars, ansible_facts=_facts(),
+                          __nvidia_driver_is_container=container) for c in conditions)
+
+    from .conftest import ROLES, load_yaml
+    handlers = {h["name"]: h for h in load_yaml(ROLES / ROLE / "handlers" / "main.yml")}
     assert render(ROLE, ["{{ __nvidia_driver_initramfs_command }}", "{{ __nvidia_driver_kernel_headers_packages }}"],
                   os_vars=os_vars, ansible_facts=_facts()) == [initramfs, headers]
+    assert runs(find_task(ROLE, "install.yml", "Install the kernel headers of the running kernel and dkms")) \
+        is not container
+    assert runs(find_task(ROLE, "install.yml", "Report the kernel headers skipped on a container host")) is container
+    assert runs(handlers["Rebuild the initramfs"]) is not container
+    assert runs(handlers["Report the initramfs rebuild skipped on a container host"]) is container
 
 
 @pytest.mark.parametrize(

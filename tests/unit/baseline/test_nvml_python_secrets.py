@@ -32,5 +32,6 @@ def test_preflight_masks_credentials_in_the_index_url(tmp_path: Path) -> None:
         cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output
-    assert "nvml_python_index_url must be an http(s) URL (got ftp://***@mirror.example/simple/)" in output
+    assert ("nvml_python_index_url must be an http(s) URL without spaces, quotes or control characters (got "
+            "ftp://***@mirror.example/simple/)") in output
     assert "s3cret-token" not in output
