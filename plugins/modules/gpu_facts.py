@@ -40,17 +40,9 @@ options:
 requirements:
   - nvidia-ml-py == 13.615.71 on the managed host
   - an NVIDIA driver (libnvidia-ml.so.1)
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
+  - gpufleet.nvidia.attributes.facts
 notes:
   - C(pci_device_id) uses the mig-parted spelling C(0xDDDDVVVV) (device id then vendor id, upper-case hex).
 seealso:

@@ -27,15 +27,8 @@ options:
       - A missing directory is an error (the host has no PCI sysfs, or the path is wrong).
     type: path
     default: /sys/bus/pci/devices
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
 notes:
   - Other NVIDIA functions of a GPU board (its HD-audio or USB controller, class C(0x04xxxx) / C(0x0cxxxx)) are
     listed in RV(devices) but counted neither as GPUs nor as NVSwitches.
