@@ -171,7 +171,8 @@ def expected_query(doc: dict[str, Any], g: dict[str, Any]) -> dict[str, str]:
         "memory.used": str(mem["used_mib"]),
         "memory.free": str(mem["total_mib"] - mem["reserved_mib"] - mem["used_mib"]),
         "utilization.gpu": str(g["utilization"]["gpu"]), "utilization.memory": str(g["utilization"]["memory"]),
-        "temperature.gpu": str(g["temperature"]["gpu"]), "power.draw": _watts(power["usage_mw"]),
+        "temperature.gpu": str(g["temperature"]["gpu"]), "power.management": "Enabled",
+        "power.draw": _watts(power["usage_mw"]),
         "power.limit": _watts(power["limit_mw"]), "power.default_limit": _watts(power["default_mw"]),
         "power.min_limit": _watts(power["min_mw"]), "power.max_limit": _watts(power["max_mw"]),
         "clocks.gr": str(clocks["current"]["graphics"]), "clocks.sm": str(clocks["current"]["sm"]),
@@ -339,6 +340,7 @@ def test_mig_create_list_and_destroy_through_nvidias_binary(mig_host: Host) -> N
             ci_rows.append(["0", str(gi["id"]), "MIG", name, str(ci["profile_id"]), str(ci["id"]),
                             f"{ci['start']}:{ci['size']}"])
     assert sorted(_rows(mig_host.smi("mig", "-lci"))) == sorted(ci_rows)
+    assert "Function Not Found" not in mig_host.smi("-q")
     lcip = _rows(mig_host.smi("mig", "-lcip", "-i", "0"))
     assert {row[1] for row in lcip if len(row) > 3} == {str(gi["id"]) for gi in gis}
 

@@ -259,3 +259,32 @@ SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Me
     bar1Memory->bar1Free = bar1Memory->bar1Total - bar1Memory->bar1Used;
     return NVML_SUCCESS;
 }
+
+/* ------------------------------------------------------------------------------------ clocks, power */
+
+/* NVML_CLOCK_ID_CURRENT is the state's current clock; application-clock targets and the customer boost clock
+ * are not in the state (NOT_SUPPORTED) */
+SIM_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int clockId,
+                                        unsigned int *clockMHz)
+{
+    static const char *const paths[] = {"clocks.current.graphics", "clocks.current.sm", "clocks.current.mem",
+                                        "clocks.current.video"};
+    DEV_PROLOGUE(__func__, device, 0);
+    if (clockType >= 4 || clockId >= 4 || !clockMHz)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (clockId != 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return sim_get_u32(r.g, paths[clockType], clockMHz);
+}
+
+/* power management (limits, readings) is on wherever the state has a power object */
+SIM_API nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    if (!mode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!sim_jpath(r.g, "power"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *mode = 1;
+    return NVML_SUCCESS;
+}
