@@ -9,6 +9,7 @@ drive no display (the mode is reported, Disabled).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -70,3 +71,24 @@ def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) 
     assert r["values"][:9] == [[187 + i + (i >= 4), OK, 1, v] for i, v in enumerate(expected)]
     assert r["values"][9] == [82, NOT_SUPPORTED, 1, None]  # no memory temperature in the state
     assert r["module"] == NOT_SUPPORTED
+
+
+@pytest.mark.parametrize(("preset", "fabric_manager", "expected"), [
+    ("8xH100-NVSwitch", False, [0, 1, 27]),   # registered with no fabric manager yet: NOT_STARTED, NOT_READY
+    ("8xH100-NVSwitch", True, [0, 3, 0]),     # fabric manager running: COMPLETED, SUCCESS
+    ("8xA100", True, [3, None, None]),        # Ampere: GPU fabric info is "for Hopper or newer" (NVML reference)
+    ("1xH200", False, [3, None, None]),       # no NVSwitch: no GPU fabric
+])
+def test_gpu_fabric_info(nvml_sim: Callable[..., Any], preset: str, fabric_manager: bool,
+                         expected: list[int | None]) -> None:
+    sim = nvml_sim(preset)
+    if fabric_manager:
+        with sim.edit() as doc:
+            doc["clients"] = [{"pid": os.getpid(), "name": "nv-fabricmanager"}]
+    r = sim.run("""
+        N.nvmlInit()
+        info = N.c_nvmlGpuFabricInfo_t()
+        rc = code(N.nvmlDeviceGetGpuFabricInfo, N.nvmlDeviceGetHandleByIndex(0), ctypes.byref(info))
+        R["fabric"] = [rc, info.state, info.status] if rc == 0 else [rc, None, None]
+    """)
+    assert r["fabric"] == expected

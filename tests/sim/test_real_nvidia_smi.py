@@ -7,6 +7,7 @@ these tests). Expected values come from the state document the test wrote, never
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -416,3 +417,14 @@ def test_a_lost_gpu_is_reported_as_nvidia_reports_it(host: Callable[..., Host]) 
     assert out.splitlines() == [
         f"GPU 0: {doc['gpus'][0]['name']} (UUID: {doc['gpus'][0]['uuid']})",
         "Unable to determine the device handle for gpu 1: GPU is lost.  Reboot the system to recover this GPU", "", ""]
+
+
+def test_fabric_state_on_an_nvswitch_host(host: Callable[..., Host]) -> None:
+    doc = build_state("8xH100-NVSwitch", "fabric")
+    h = host(doc=doc)
+    fields = ["--query-gpu=fabric.state,fabric.status", "--format=csv,noheader"]
+    assert h.smi(*fields).splitlines() == ["state  Not Started, status N/A"] * 8
+    doc["clients"] = [{"pid": os.getpid(), "name": "nv-fabricmanager"}]
+    h.write(doc)
+    assert h.smi(*fields).splitlines() == ["state  Completed, status Success"] * 8
+    assert "Function Not Found" not in h.smi("-q")
