@@ -293,7 +293,7 @@ def _dump(data: Any, *, as_json: bool, out: TextIO) -> None:
         json.dump(data, out, indent=2)
         out.write("\n")
     else:
-        yaml.safe_dump(data, out, sort_keys=False, default_flow_style=None)
+        yaml.safe_dump(data, out, sort_keys=False, default_flow_style=False)
 
 
 def _offline(args: argparse.Namespace, command: str, out: TextIO) -> int:

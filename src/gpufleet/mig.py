@@ -132,13 +132,14 @@ def validate_layout(
     mig_layout = _module("mig_layout")
     problems: list[str] = []
     checked: dict[str, Any] = {}
+    gpu_list = _model_gpus(model, gpus) if model is not None else []
     for name in names:
         try:
             if model is None:
                 mig_layout.parse_entries(layouts[name])
                 checked[name] = None
             else:
-                configs = mig_layout.validate(layouts[name], _model_gpus(model, gpus))
+                configs = mig_layout.validate(layouts[name], gpu_list)
                 checked[name] = [c.to_dict() for c in configs]
         except ValueError as exc:
             problems.extend(f"layout {name!r}: {p}" for p in _problems(exc))
