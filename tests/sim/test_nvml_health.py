@@ -250,3 +250,26 @@ def test_per_gpu_inject_map(nvml_sim: Callable[..., Any], function: str, call: s
         R["gpu0"] = code(lambda: {call})
     """)
     assert r == {"gpu1": code, "gpu0": 0}
+
+
+def test_power_limit_v2_and_ecc_mode_setters(nvml_sim: Callable[..., Any]) -> None:
+    sim = nvml_sim("1xH200")
+    r = sim.run("""
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        # the C function itself: pynvml's wrapper drops its return code
+        setter = raw("nvmlDeviceSetPowerManagementLimit_v2")
+        v = N.c_nvmlPowerValue_v2_t(); v.version = N.nvmlPowerValue_v2; v.powerScope = N.NVML_POWER_SCOPE_GPU
+        v.powerValueMw = 450000
+        R["gpu"] = setter(h, ctypes.byref(v))
+        v.powerScope = N.NVML_POWER_SCOPE_MODULE
+        R["module"] = setter(h, ctypes.byref(v))
+        v.powerScope = N.NVML_POWER_SCOPE_GPU; v.version = 0x0100000C
+        R["old_version"] = setter(h, ctypes.byref(v))
+        R["ecc_off"] = code(N.nvmlDeviceSetEccMode, h, 0)
+        R["ecc_bad"] = code(N.nvmlDeviceSetEccMode, h, 2)
+        R["ecc"] = N.nvmlDeviceGetEccMode(h)
+    """)
+    g = sim.read()["gpus"][0]
+    assert r == {"gpu": 0, "module": 3, "old_version": 25, "ecc_off": 0, "ecc_bad": 2, "ecc": [1, 0]}
+    assert [g["power"]["limit_mw"], g["power"]["enforced_mw"], g["ecc"]["pending"]] == [450000, 450000, 0]

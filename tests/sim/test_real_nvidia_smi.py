@@ -428,3 +428,26 @@ def test_fabric_state_on_an_nvswitch_host(host: Callable[..., Host]) -> None:
     h.write(doc)
     assert h.smi(*fields).splitlines() == ["state  Completed, status Success"] * 8
     assert "Function Not Found" not in h.smi("-q")
+
+
+def test_settings_through_nvidias_binary_change_the_state(host: Callable[..., Host]) -> None:
+    h = host("2xA100-40GB")
+    before = h.read()
+    bus = before["gpus"][0]["pci"]["bus_id"]
+    assert h.smi("-i", "0", "-pm", "1").splitlines() == [f"Enabled persistence mode for GPU {bus}.", "All done."]
+    assert h.smi("-i", "0", "-c", "3").splitlines() == [
+        f"Set compute mode to EXCLUSIVE_PROCESS for GPU {bus}.", "All done."]
+    assert h.smi("-i", "0", "-pl", "300").splitlines()[0] == \
+        f"Power limit for GPU {bus} was set to 300.00 W from 400.00 W."
+    assert h.smi("-i", "0", "-e", "0").splitlines() == [
+        f"Disabled ECC support for GPU {bus}.", "All done.", "Reboot required."]
+    after = h.read()
+    g = after["gpus"][0]
+    assert [g["persistence_mode"], g["compute_mode"], g["power"]["limit_mw"], g["power"]["enforced_mw"],
+            g["ecc"]["current"], g["ecc"]["pending"]] == [1, 3, 300000, 300000, 1, 0]
+    assert after["gpus"][1] == before["gpus"][1]
+
+    out = h.smi("-i", "0", "-pl", "30", rc=2)
+    assert out.splitlines() == [f"Provided power limit 30.00 W is not a valid power limit which should be between "
+                                f"100.00 W and 400.00 W for GPU {bus}", "Terminating early due to previous errors."]
+    assert h.read() == after

@@ -343,3 +343,47 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabr
     }
     return NVML_SUCCESS;
 }
+
+/* ------------------------------------------------------------------------------------------- setters */
+
+typedef struct nvmlPowerValue_v2_st {
+    unsigned int version;
+    unsigned char powerScope; /* nvml.h: unsigned char (pynvml: c_uint at the same offset) */
+    unsigned int powerValueMw;
+} nvmlPowerValue_v2_t;
+#define nvmlPowerValue_v2 NVML_STRUCT_VERSION(nvmlPowerValue_v2_t, 2)
+
+SIM_API nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit);
+
+/* the GPU scope is nvmlDeviceSetPowerManagementLimit; module and memory scopes exist on Grace boards only */
+SIM_API nvmlReturn_t nvmlDeviceSetPowerManagementLimit_v2(nvmlDevice_t device, nvmlPowerValue_v2_t *powerValue)
+{
+    if (!powerValue)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (powerValue->version != nvmlPowerValue_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (powerValue->powerScope != POWER_SCOPE_GPU) {
+        DEV_PROLOGUE(__func__, device, 0);
+        (void)r;
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return nvmlDeviceSetPowerManagementLimit(device, powerValue->powerValueMw);
+}
+
+/* ECC mode changes are pending until the next GPU reset or reboot (hardware.py applies them) */
+SIM_API nvmlReturn_t nvmlDeviceSetEccMode(nvmlDevice_t device, nvmlEnableState_t ecc)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    if (ecc > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!sim_jpath(r.g, "ecc"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    rc = sim_write_begin();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    rc = sim_reresolve(&r);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    sim_jset_num(sim_jpath(r.g, "ecc"), "pending", ecc);
+    return sim_write_commit();
+}
