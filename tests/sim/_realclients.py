@@ -55,8 +55,9 @@ class RealClients:
                               timeout=timeout, check=False)
 
 
-def _apt_options(base: Path) -> list[str]:
-    return ["-o", f"Dir::Etc::sourcelist={base / 'sources.list'}", "-o", "Dir::Etc::sourceparts=-",
+def _apt_options(base: Path, retries: int) -> list[str]:
+    return ["-o", f"Acquire::Retries={retries}",
+            "-o", f"Dir::Etc::sourcelist={base / 'sources.list'}", "-o", "Dir::Etc::sourceparts=-",
             "-o", f"Dir::State::Lists={base / 'lists'}", "-o", f"Dir::Cache={base / 'cache'}",
             "-o", "APT::Sandbox::User=root"]
 
@@ -69,10 +70,11 @@ def _step(what: str, argv: list[str], cwd: Path) -> None:
                               f"{proc.stdout}{proc.stderr}")
 
 
-def fetch(base: Path = BASE, archive: str = ARCHIVE) -> RealClients:
+def fetch(base: Path = BASE, archive: str = ARCHIVE, retries: int = 3) -> RealClients:
     """Return the unpacked clients, downloading and unpacking them first when they are not cached.
 
-    ``archive`` is the sources.list line of the archive to download from (tests point it elsewhere).
+    ``archive`` is the sources.list line of the archive to download from and ``retries`` how often apt retries a
+    failed download (tests point at an unreachable archive and retry nothing).
     """
     base.mkdir(parents=True, exist_ok=True)
     root = base / "root"
@@ -83,8 +85,8 @@ def fetch(base: Path = BASE, archive: str = ARCHIVE) -> RealClients:
             for folder in (base / "lists" / "partial", base / "cache" / "archives" / "partial", base / "debs"):
                 folder.mkdir(parents=True, exist_ok=True)
             (base / "sources.list").write_text(archive + "\n", encoding="utf-8")
-            apt = _apt_options(base)
-            _step("apt-get update of Debian bookworm non-free", ["apt-get", *apt, "update"], base)
+            apt = _apt_options(base, retries)
+            _step("apt-get update of Debian bookworm non-free", ["apt-get", *apt, "--error-on=any", "update"], base)
             _step(f"apt-get download of {', '.join(PACKAGES)} {VERSION}",
                   ["apt-get", *apt, "download", *(f"{p}={VERSION}" for p in PACKAGES)], base / "debs")
             for package in PACKAGES:
