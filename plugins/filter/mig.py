@@ -39,10 +39,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _plain_input(value: Any, filter_name: str, what: str) -> Any:
+    """``_plain(value)``; a structure nested too deeply is one clear error, not a RecursionError."""
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise AnsibleFilterError(f"{filter_name}: {what} is nested too deeply to be a MIG layout or GPU list") from None
+
+
+def _mapping_list(value: Any, filter_name: str, what: str, example: str) -> list[dict[str, Any]]:
+    """A list of mappings (each GPU); anything else is one sentence naming the input and what is allowed."""
+    value = _plain_input(value, filter_name, what)
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        shown = repr(value)
+        shown = shown if len(shown) <= 120 else shown[:120] + "..."
+        raise AnsibleFilterError(f"{filter_name}: {what} must be a list of mappings ({example}), got {shown}")
+    return value
+
+
 def mig_validate(layout: Any, gpus: Sequence[Mapping[str, Any]], name: str | None = None,
                  unmatched: str = "error") -> list[dict[str, Any]]:
     """Validate a layout (a list of entries, or the layouts map with ``name``) against a host's GPUs."""
-    layout = _plain(layout)
+    layout = _plain_input(layout, "mig_validate", "the layout")
     if isinstance(layout, Mapping):
         if name is None:
             raise AnsibleFilterError("mig_validate: the input is a map of layouts; pass name=<layout name>")
@@ -51,17 +69,27 @@ def mig_validate(layout: Any, gpus: Sequence[Mapping[str, Any]], name: str | Non
                                      f"{', '.join(sorted(layout)) or 'none'}")
         layout = layout[name]
     try:
-        return [config.to_dict() for config in validate(layout, _plain(gpus), unmatched=unmatched)]
+        gpu_list = _mapping_list(gpus, "mig_validate", "the GPUs",
+                                 "gpu_facts' gpus: index, model or name, pci_device_id")
+        return [config.to_dict() for config in validate(layout, gpu_list, unmatched=unmatched)]
     except (LayoutError, ValueError) as exc:
         raise AnsibleFilterError(f"mig_validate: {exc}") from exc
 
 
 def mig_plan(current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Plan the actions that take the GPUs in ``current`` (as NVML reports them) to ``desired``."""
+    current = _mapping_list(current, "mig_plan", "the current GPUs", "gpu_facts' gpus with mig and gpu_instances")
+    desired = _mapping_list(desired, "mig_plan", "the desired GPUs", "mig_validate's output")
     try:
-        plans = plan(_plain(current), _plain(desired))
-    except (LayoutError, ValueError, KeyError, TypeError) as exc:
+        plans = plan(current, desired)
+    except LayoutError as exc:
         raise AnsibleFilterError(f"mig_plan: {exc}") from exc
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # The planner reads what gpu_facts and mig_validate produce; anything else is named, not a traceback.
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise AnsibleFilterError("mig_plan: the GPUs are not in the form gpu_facts (current) and mig_validate "
+                                 f"(desired) give ({detail}); pass gpu_facts' gpus and mig_validate's output"
+                                 ) from exc
     gpus = [p.to_dict() for p in plans]
     return {"changed": any(p["changed"] for p in gpus), "reset_required": any(p["reset_required"] for p in gpus),
             "gpus": gpus, "summary": summarize(gpus)}

@@ -19,18 +19,23 @@ Order of work (all GPUs of the host together):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import LayoutError, validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_parted import MigPartedError, from_mig_parted
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import GpuPlan, plan, summarize
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import find_model, parse_profile_name
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import Nvml, NvmlError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import ERROR_GPU_IS_LOST, Nvml, NvmlError
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 DESTROY_ACTIONS = ("destroy_ci", "destroy_gi")
 CREATE_ACTIONS = ("create_gi", "create_ci")
+DEFAULT_LOCK = "/run/gpufleet/mig.lock"
+DEFAULT_LOCK_TIMEOUT = 300.0
 
 
 class MigApplyError(Exception):
@@ -55,6 +60,10 @@ class ResetError(MigApplyError):
 
 class VerifyError(MigApplyError):
     """After applying, the GPUs do not show the desired layout."""
+
+
+class LockBusy(MigApplyError):
+    """Another gpufleet run holds the host's MIG lock; nothing was changed."""
 
 
 # --------------------------------------------------------------------------------------------------- reading
@@ -195,9 +204,55 @@ def _needs_mode_change(gpu: Mapping[str, Any], action: Mapping[str, Any]) -> boo
     return int(gpu["mig"]["pending"]) != int(action["mode"])
 
 
+# --------------------------------------------------------------------------------------------------- lock
+@contextlib.contextmanager
+def host_lock(path: str = DEFAULT_LOCK, timeout: float = DEFAULT_LOCK_TIMEOUT, holder: str = "gpufleet"
+              ) -> Iterator[None]:
+    """Hold the host's MIG lock (``fcntl.flock`` on ``path``) for the ``with`` body.
+
+    Every gpufleet writer of MIG state takes it: the ``nvidia_mig`` module, the boot-time unit and the role's
+    host-side transaction. A second writer waits up to ``timeout`` seconds, then raises :class:`LockBusy` naming
+    the holder (the pid and what it is, which the holder writes into the file). The kernel drops the lock when
+    the holder dies, so a killed run never leaves it behind."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + max(0.0, float(timeout))
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    who = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "a process that wrote no name"
+                    message = (f"another gpufleet MIG run holds the host lock {path} ({who}); waited {timeout:g} s "
+                               "and changed nothing; let it finish, or raise lock_timeout")
+                    raise LockBusy(message, {"changed": False}) from None
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, "pid {} ({}) since {}\n".format(
+            os.getpid(), holder, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())).encode("utf-8"), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------------------------------- acting
+def _failure_text(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 class _Applier:
-    """Executes the planned actions of a host in the global order, recording what was done."""
+    """Executes the planned actions GPU by GPU, recording what was done and which GPUs failed.
+
+    A failing NVML call stops the work on its GPU only (``failed``); the other GPUs go on. GPUs are changed one
+    at a time, each one's destroys immediately followed by its creates, GPUs that only gain instances first: at
+    any moment at most one GPU is short of both its old and its new layout."""
 
     def __init__(self, nvml: Nvml, run: Runner, smi: str, allow_reset: bool) -> None:
         self.nvml = nvml
@@ -207,10 +262,13 @@ class _Applier:
         self.done: list[dict[str, Any]] = []
         self.awaiting_reset: list[int] = []
         self.reset: list[int] = []
+        self.failed: dict[int, BaseException] = {}
+        self.touched: set[int] = set()
 
     def _do(self, action: Mapping[str, Any], new_gis: dict[tuple[int, str, int], int]) -> None:
         nvml, index, kind = self.nvml, int(action["gpu"]), action["action"]
         record = dict(action)
+        self.touched.add(index)
         if kind == "destroy_ci":
             nvml.destroy_compute_instance(index, int(action["gi_id"]), int(action["ci_id"]))
         elif kind == "destroy_gi":
@@ -224,7 +282,9 @@ class _Applier:
             if gi_id is None:
                 gi_id = new_gis[(index, str(action["gi_profile"]), int(action["gi_start"]))]
             slices = parse_profile_name(str(action["profile"])).compute_slices
-            made = nvml.create_compute_instance(index, int(gi_id), slices)
+            start = action.get("start")
+            # The validator's CI placement goes to NVML (nvmlGpuInstanceCreateComputeInstanceWithPlacement).
+            made = nvml.create_compute_instance(index, int(gi_id), slices, None if start is None else int(start))
             record.update(gi_id=gi_id, ci_id=made["id"])
         elif kind == "set_mig_mode":
             result = nvml.set_mig_mode(index, bool(action["mode"]))
@@ -235,38 +295,57 @@ class _Applier:
             raise MigApplyError(f"unknown planned action {kind!r}")
         self.done.append(record)
 
+    def _steps(self, index: int, actions: Sequence[Mapping[str, Any]],
+               new_gis: dict[tuple[int, str, int], int]) -> bool:
+        """Run ``actions`` of GPU ``index``; on an NVML failure record it and stop this GPU. True when all ran."""
+        try:
+            for action in actions:
+                self._do(action, new_gis)
+        except NvmlError as exc:
+            self.failed[index] = exc
+            return False
+        return True
+
     def apply(self, plans: Sequence[GpuPlan], gpus: Sequence[Mapping[str, Any]]) -> None:
         by_index = {int(g["index"]): g for g in gpus}
         new_gis: dict[tuple[int, str, int], int] = {}
         rest: dict[int, list[dict[str, Any]]] = {}
-        for gpu_plan in plans:  # 1. mode changes (with the destroys NVML requires before them)
+        for gpu_plan in plans:  # 1. mode changes (with the destroys NVML requires before them), GPU by GPU
             actions = list(gpu_plan.actions)
             mode_at = next((i for i, a in enumerate(actions) if a["action"] == "set_mig_mode"), None)
             if mode_at is None:
                 rest[gpu_plan.index] = actions
                 continue
             gpu = by_index[gpu_plan.index]
-            for action in actions[:mode_at]:
-                self._do(action, new_gis)
+            before = list(actions[:mode_at])
             if _needs_mode_change(gpu, actions[mode_at]):
-                self._do(actions[mode_at], new_gis)
+                before.append(actions[mode_at])
             elif int(gpu["mig"]["current"]) != int(gpu["mig"]["pending"]):
                 self.awaiting_reset.append(gpu_plan.index)  # set earlier, still waiting for a reset
-            rest[gpu_plan.index] = actions[mode_at + 1:]
+            if self._steps(gpu_plan.index, before, new_gis):
+                rest[gpu_plan.index] = actions[mode_at + 1:]
         if self.awaiting_reset and self.allow_reset:  # 2. one reset for every GPU that waits for one
-            self._reset(sorted(self.awaiting_reset), by_index)
-        for index, actions in rest.items():  # 3. destroys
-            if index not in self.awaiting_reset:
-                for action in (a for a in actions if a["action"] in DESTROY_ACTIONS):
-                    self._do(action, new_gis)
-        for index, actions in rest.items():  # 4. creates
-            if index not in self.awaiting_reset:
-                for action in (a for a in actions if a["action"] in CREATE_ACTIONS):
-                    self._do(action, new_gis)
+            waiting = sorted(i for i in self.awaiting_reset if i not in self.failed)
+            try:
+                self._reset(waiting, by_index)
+            except ResetError as exc:
+                for index in waiting:
+                    self.failed[index] = exc
+        # 3. GPU by GPU: its destroys, then at once its creates; GPUs that lose nothing first.
+        order = sorted(rest, key=lambda i: (any(a["action"] in DESTROY_ACTIONS for a in rest[i]), i))
+        for index in order:
+            if index in self.awaiting_reset or index in self.failed:
+                continue
+            actions = rest[index]
+            self._steps(index, [a for a in actions if a["action"] in DESTROY_ACTIONS]
+                        + [a for a in actions if a["action"] in CREATE_ACTIONS], new_gis)
 
     def _reset(self, indexes: list[int], by_index: Mapping[int, Mapping[str, Any]]) -> None:
+        if not indexes:
+            return
         bus_ids = [str(by_index[i]["pci_bus_id"]) for i in indexes]
         argv = [self.smi, "-r", "-i", ",".join(bus_ids)]
+        self.touched.update(indexes)
         rc, out, err = self.run(argv)
         if rc != 0:
             detail = " ".join((err or out).split()) or "no output"
@@ -279,7 +358,8 @@ class _Applier:
             mode = self.nvml.mig_mode(index)
             if mode is None or mode[0] != mode[1]:
                 raise ResetError(f"GPU {index} was reset but its MIG mode change is still pending; reboot the host")
-        self.reset, self.awaiting_reset = indexes, []
+        self.reset = indexes
+        self.awaiting_reset = [i for i in self.awaiting_reset if i not in indexes]
 
 
 # --------------------------------------------------------------------------------------------------- verify
@@ -365,19 +445,97 @@ def _flat(plans: Sequence[GpuPlan]) -> list[dict[str, Any]]:
     return [dict(a) for p in plans for a in p.actions]
 
 
+def check_indexes(indexes: Any, count: int) -> list[int] | None:
+    """``gpus`` as a list of distinct indexes of this host's ``count`` GPUs; :class:`InvalidLayout` otherwise."""
+    if indexes is None:
+        return None
+    have = f"GPUs 0-{count - 1}" if count else "no GPU"
+    if not isinstance(indexes, (list, tuple)):
+        raise InvalidLayout(f"gpus must be a list of GPU indexes, got {indexes!r}; this host has {have}")
+    seen: list[int] = []
+    for value in indexes:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidLayout(f"gpus: {value!r} is not a GPU index; list integers (this host has {have})")
+        if not 0 <= value < count:
+            raise InvalidLayout(f"gpus: GPU {value} is not on this host (it has {have}); list only its GPUs")
+        if value in seen:
+            raise InvalidLayout(f"gpus: GPU {value} is listed twice; list each GPU once")
+        seen.append(value)
+    return seen
+
+
+def read_gpus_isolated(nvml: Nvml, indexes: Sequence[int], processes: bool = True
+                       ) -> tuple[list[dict[str, Any]], dict[int, NvmlError]]:
+    """Read each GPU on its own: ``(readable GPUs, {index: NvmlError} of those that cannot be read)``."""
+    gpus, unreadable = [], {}
+    for index in indexes:
+        try:
+            gpus.append(read_gpu(nvml, index, processes=processes))
+        except NvmlError as exc:
+            unreadable[index] = exc
+    return gpus, unreadable
+
+
+def _is_lost(exc: BaseException) -> bool:
+    return isinstance(exc, NvmlError) and exc.code == ERROR_GPU_IS_LOST
+
+
+def gpu_statuses(managed: Sequence[int], touched: set[int], failed: Mapping[int, BaseException],
+                 awaiting_reset: Sequence[int]) -> list[dict[str, Any]]:
+    """Per managed GPU: ``{index, status: done | failed | untouched, lost, reboot_required, error}``."""
+    result = []
+    for index in managed:
+        exc = failed.get(index)
+        status = "failed" if exc is not None else "done" if index in touched else "untouched"
+        result.append({"index": index, "status": status, "lost": exc is not None and _is_lost(exc),
+                       "reboot_required": index in awaiting_reset,
+                       "error": None if exc is None else _failure_text(exc)})
+    return result
+
+
+def _ranges(indexes: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in indexes) or "none"
+
+
+def failure_message(statuses: Sequence[Mapping[str, Any]]) -> str:
+    """One line: every distinct failure, then which GPUs are done, failed (lost) and untouched."""
+    errors: list[str] = []
+    for item in statuses:
+        if item["error"] and item["error"] not in errors:
+            errors.append(item["error"])
+    def pick(status: str) -> list[int]:
+        return [int(i["index"]) for i in statuses if i["status"] == status]
+    lost = [int(i["index"]) for i in statuses if i["lost"]]
+    return "{} (GPUs done: {}; failed: {}{}; untouched: {}; the failed GPUs are left as the failure found them, " \
+           "the others are in their new or old layout; fix the cause and run again)".format(
+               " | ".join(errors), _ranges(pick("done")), _ranges(pick("failed")),
+               f", lost: {_ranges(lost)}" if lost else "", _ranges(pick("untouched")))
+
+
 def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, allow_reset: bool = True,
              force_destroy_busy: bool = False, check_mode: bool = False, run: Runner | None = None,
              smi: str = "nvidia-smi") -> dict[str, Any]:
     """Bring the host's GPUs to the layout ``entries``; return the result (see the module's RETURN).
 
+    A GPU that cannot be read (lost) or whose change fails is isolated: the other managed GPUs are still
+    brought to the layout, then the run fails naming it (``gpu_status`` says per GPU done / failed / untouched).
+
     Raises:
-        InvalidLayout: the layout does not fit these GPUs (nothing changed).
+        InvalidLayout: the layout or ``indexes`` do not fit these GPUs (nothing changed).
         BusyError: processes would be disturbed and ``force_destroy_busy`` is false (nothing changed).
-        ResetError, VerifyError, MigApplyError: a failure while applying (``partial`` has what was done).
+        ResetError, VerifyError, MigApplyError: a GPU failed (``partial`` has the result with ``gpu_status``).
     """
-    gpus = read_host(nvml)
-    desired = desired_for(entries, gpus, indexes)
-    managed = [g for g in gpus if indexes is None or g["index"] in indexes]
+    count = nvml.device_count()
+    wanted = check_indexes(indexes, count)
+    gpus, unreadable = read_gpus_isolated(nvml, range(count))
+    try:
+        configs = validate(entries, gpus, absent=sorted(unreadable))
+    except LayoutError as exc:
+        raise InvalidLayout(str(exc)) from exc
+    desired = [c for c in configs if wanted is None or c.index in wanted]
+    managed_indexes = list(range(count)) if wanted is None else sorted(wanted)
+    managed = [g for g in gpus if g["index"] in managed_indexes]
+    lost = {i: exc for i, exc in unreadable.items() if i in managed_indexes}
     try:
         plans = plan(managed, desired)
     except LayoutError as exc:
@@ -397,33 +555,48 @@ def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, all
         changed, waiting = predict(plans, managed, allow_reset)
         by_index = {p.index: p.actions for p in plans}
         predicted = [simulate(g, by_index.get(g["index"], []), allow_reset) for g in managed]
-        return dict(result, changed=bool(changed), changed_gpus=changed, actions=_flat(plans),
-                    reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=[],
-                    layout=achieved(managed), diff=diff_of(managed, predicted),
-                    msg=_message(changed, waiting, check_mode=True))
+        checked = dict(result, changed=bool(changed), changed_gpus=changed, actions=_flat(plans),
+                       reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=[],
+                       layout=achieved(managed), diff=diff_of(managed, predicted),
+                       gpu_status=gpu_statuses(managed_indexes, set(), lost, waiting),
+                       msg=_message(changed, waiting, check_mode=True))
+        if lost:  # fail closed: a GPU that cannot be read cannot be planned
+            raise MigApplyError(failure_message(checked["gpu_status"]), checked)
+        return checked
     if run is None:
         raise MigApplyError("no command runner given for the GPU reset")
     applier = _Applier(nvml, run, smi, allow_reset)
+    applier.failed.update(lost)
     try:
         applier.apply(plans, managed)
-        after = read_host(nvml, [g["index"] for g in managed], processes=False)
-        problems = verify(plan(after, desired), applier.awaiting_reset, after)
+    except MigApplyError as exc:  # an unknown action: a bug, not a GPU fault
+        raise MigApplyError(str(exc), dict(result, changed=bool(applier.done), actions=applier.done)) from exc
+    readable = [i for i in managed_indexes if not (i in applier.failed and _is_lost(applier.failed[i]))]
+    after, gone = read_gpus_isolated(nvml, readable, processes=False)
+    applier.failed.update(gone)
+    after_ok = [g for g in after if g["index"] not in applier.failed]
+    for gpu_plan in plan(after_ok, [c for c in desired if c.index in {g["index"] for g in after_ok}]):
+        problems = verify([gpu_plan], applier.awaiting_reset, after_ok)
         if problems:
-            raise VerifyError("the GPUs do not show the layout after applying it:\n" + "\n".join(problems))
-    except (NvmlError, MigApplyError) as exc:
-        partial = dict(result, changed=bool(applier.done), actions=applier.done,
-                       reboot_required=bool(applier.awaiting_reset))
-        if isinstance(exc, NvmlError):
-            partial["nvml_error"] = exc.to_dict()
-        with contextlib.suppress(NvmlError):
-            partial["layout"] = achieved(read_host(nvml, [g["index"] for g in managed], processes=False))
-        cls = type(exc) if isinstance(exc, MigApplyError) else MigApplyError
-        raise cls(f"{exc} (actions done before the failure: {len(applier.done)})", partial) from exc
+            applier.failed[gpu_plan.index] = VerifyError(
+                "GPU {} does not show the layout after applying it: {}".format(
+                    gpu_plan.index, " ".join(" ".join(problems).split())))
     changed = sorted({int(a["gpu"]) for a in applier.done if "gpu" in a} | set(applier.reset))
     waiting = sorted(applier.awaiting_reset)
-    return dict(result, changed=bool(applier.done), changed_gpus=changed, actions=applier.done,
-                reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=applier.reset,
-                layout=achieved(after), diff=diff_of(managed, after), msg=_message(changed, waiting))
+    statuses = gpu_statuses(managed_indexes, applier.touched, applier.failed, waiting)
+    outcome = dict(result, changed=bool(applier.done), changed_gpus=changed, actions=applier.done,
+                   reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=applier.reset,
+                   layout=achieved(after), diff=diff_of(managed, after), gpu_status=statuses,
+                   msg=_message(changed, waiting))
+    if applier.failed:
+        kinds = {type(e) for e in applier.failed.values() if isinstance(e, MigApplyError)}
+        cls = kinds.pop() if len(kinds) == 1 and all(isinstance(e, MigApplyError)
+                                                     for e in applier.failed.values()) else MigApplyError
+        first_nvml = next((e for e in applier.failed.values() if isinstance(e, NvmlError)), None)
+        if first_nvml is not None:
+            outcome["nvml_error"] = first_nvml.to_dict()
+        raise cls(failure_message(statuses), outcome)
+    return outcome
 
 
 def _message(changed: Sequence[int], waiting: Sequence[int], check_mode: bool = False) -> str:

@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles impor
     ProfileSyntaxError,
     describe_unknown,
     find_model,
+    parse_device_id,
     parse_pci_id,
     parse_profile_name,
 )
@@ -143,13 +144,16 @@ class LayoutEntry:
 
 
 def _parse_filter(value: Any) -> tuple[int, int | None]:
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ValueError(f"device_filter {value!r} is not a PCI id; give '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV', "
+                         "e.g. '0x20B210DE'")
     text = str(value).strip()
     parts = text.split(":")
-    if len(parts) > 2:
-        raise ValueError(f"device_filter '{text}' is not '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV'")
-    primary = parse_pci_id(parts[0])
-    assert primary is not None
-    return primary, (parse_pci_id(parts[1]) if len(parts) == 2 else None)
+    if len(parts) > 2 or not all(parts):
+        raise ValueError(f"device_filter '{text}' is not '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV'; give a PCI id "
+                         "such as '0x20B210DE'")
+    ids = [parse_device_id(part, "device_filter") for part in parts]
+    return ids[0], (ids[1] if len(ids) == 2 else None)
 
 
 def _gi_name(text: Any, where: str, problems: list[str]) -> str | None:
@@ -249,6 +253,9 @@ def parse_entries(entries: Any) -> list[LayoutEntry]:
         if not isinstance(enabled, bool):
             problems.append(f"{entry.label}: mig_enabled is required and must be true or false, got {enabled!r}")
         entry.mig_enabled = bool(enabled)
+        if "gpu_instances" in raw and raw["gpu_instances"] is None:
+            problems.append(f"{entry.label}: gpu_instances is empty (null); list the GPU instances, e.g. "
+                            "gpu_instances: {'3g.40gb': 2}, or leave the key out (mig-parted refuses the same)")
         if raw.get("gpu_instances") is not None:
             _parse_counts(entry, raw["gpu_instances"], problems)
         if raw.get("placements") is not None:
@@ -306,11 +313,28 @@ def gpu_info(raw: Mapping[str, Any]) -> GpuInfo:
     device_id = parse_pci_id(raw.get("pci_device_id", pci.get("pci_device_id")))
     subsystem = parse_pci_id(raw.get("pci_subsystem_id", pci.get("pci_subsystem_id")))
     mig = sub_mapping(raw, "mig")
-    capable = raw.get("mig_capable", mig.get("supported"))
+    capable = _boolean(raw.get("mig_capable", mig.get("supported")), "mig_capable")
     model = find_model(raw.get("model"), raw.get("name"), device_id)
     label = model.name if model else str(raw.get("model") or raw.get("name") or "unknown model")
-    return GpuInfo(int(raw["index"]), model, label, raw.get("model"), raw.get("name"), device_id, subsystem,
-                   None if capable is None else bool(capable))
+    index = raw.get("index")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"index {index!r} is not a GPU index (an integer >= 0)")
+    return GpuInfo(index, model, label, raw.get("model"), raw.get("name"), device_id, subsystem, capable)
+
+
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+
+
+def _boolean(value: Any, field_name: str) -> bool | None:
+    """A boolean as inventories give it: a bool, or one of Ansible's boolean strings (INI inventories)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"{field_name} {value!r} is not a boolean; use true or false")
 
 
 def _entry_matches(entry: LayoutEntry, gpu: GpuInfo) -> bool:
@@ -541,23 +565,47 @@ def _no_packing_message(gpu: GpuInfo, model: GpuModel, counts: Mapping[str, int]
     return f"{head}: no non-overlapping placement exists on the {model.memory_slots} memory slices{around} ({offers})"
 
 
-def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "error") -> list[GpuConfig]:
+def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "error",
+             absent: Sequence[int] = ()) -> list[GpuConfig]:
     """Validate a layout against a host's GPUs; return one :class:`GpuConfig` per GPU, ordered by index.
 
     ``unmatched``: ``error`` (default) rejects a GPU that no entry matches; ``ignore`` leaves it out of the
-    result (the planner then leaves that GPU alone). Raises :class:`LayoutError` with every problem found.
+    result (the planner then leaves that GPU alone). ``absent``: indexes of GPUs the host has but that cannot be
+    read (lost); entries may name them, they get no config. Raises :class:`LayoutError` with every problem found.
     """
     if unmatched not in ("error", "ignore"):
         raise ValueError(f"unmatched must be 'error' or 'ignore', got {unmatched!r}")
+    try:
+        return _validate(entries, gpus, unmatched, absent)
+    except RecursionError:
+        raise LayoutError(["the layout or the GPU list is nested too deeply; a layout is a list of entries whose "
+                           "values are mappings of profile to count"]) from None
+
+
+def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, absent: Sequence[int]
+              ) -> list[GpuConfig]:
     parsed = parse_entries(entries)
     problems: list[str] = []
     infos = []
+    if not isinstance(gpus, (list, tuple)):
+        raise LayoutError([f"the GPUs must be a list of GPU descriptions (gpu_facts' gpus), got {_short(gpus)}"])
+    seen: set[int] = set()
     for raw in gpus:
-        try:
-            infos.append(gpu_info(raw))
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.append(f"GPU {raw!r}: cannot read its description ({exc}); need index, model or name, "
+        if not isinstance(raw, Mapping):
+            problems.append(f"GPU {_short(raw)}: a GPU description must be a mapping with index, model or name, "
                             "pci_device_id")
+            continue
+        try:
+            info = gpu_info(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"GPU {_short(raw)}: cannot read its description ({exc}); need index, model or name, "
+                            "pci_device_id")
+            continue
+        if info.index in seen:
+            problems.append(f"GPU {info.index}: listed more than once in the GPU descriptions; give each index once")
+            continue
+        seen.add(info.index)
+        infos.append(info)
     result = []
     for gpu in sorted(infos, key=lambda g: g.index):
         matches = [e for e in parsed if _entry_matches(e, gpu)]
@@ -573,7 +621,7 @@ def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "
         config = _validate_gpu(matches[0], gpu, problems)
         if config is not None:
             result.append(config)
-    known = {g.index for g in infos}
+    known = {g.index for g in infos} | set(absent)
     for entry in parsed:
         if entry.devices != "all":
             for index in entry.devices:
@@ -583,6 +631,15 @@ def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "
     if problems:
         raise LayoutError(problems)
     return result
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    """``repr`` cut to ``limit`` characters (inputs can be huge or deeply nested)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply>"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def plan(current: Sequence[Mapping[str, Any]], desired: Sequence[GpuConfig | Mapping[str, Any]]) -> list[Any]:

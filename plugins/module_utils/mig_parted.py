@@ -19,15 +19,21 @@ from typing import Any
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import read_instances
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import (
+    MODELS,
     ProfileName,
     ProfileSyntaxError,
     find_model,
     format_pci_id,
+    parse_device_id,
     parse_pci_id,
     parse_profile_name,
 )
 
 ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
+
+
+# No GPU model has more compute slices than this, so no GPU holds more MIG devices (checked before expanding).
+MAX_MIG_DEVICES = max(model.compute_slices for model in MODELS)
 
 
 class MigPartedError(ValueError):
@@ -42,12 +48,15 @@ def _load(doc: Any) -> Any:
             return yaml.safe_load(doc)
         except yaml.YAMLError as exc:
             raise MigPartedError(f"unable to parse mig-parted config: {exc}") from None
+        except RecursionError:
+            raise MigPartedError("unable to parse mig-parted config: it is nested too deeply; a mig-parted config "
+                                 "is version, mig-configs, label, a list of entries, mig-devices") from None
     return doc
 
 
 def _check_filter(value: Any, where: str) -> list[str]:
     values = value if isinstance(value, list) else [value]
-    if not values or not all(isinstance(v, str) for v in values):
+    if not values or not all(isinstance(v, str) and v.strip() for v in values):
         raise MigPartedError(f"{where}: 'device-filter' must be a string or a list of strings, got {value!r}")
     result = []
     for text in values:
@@ -56,9 +65,9 @@ def _check_filter(value: Any, where: str) -> list[str]:
             raise MigPartedError(f"{where}: invalid DeviceID format '{text}': expected '<devicevendor>' or "
                                  "'<devicevendor>:<subdevicevendor>'")
         try:
-            ids = [parse_pci_id(p) for p in parts]
-        except ValueError:
-            raise MigPartedError(f"{where}: unable to create DeviceID from string '{text}'") from None
+            ids = [parse_device_id(p, "device-filter") for p in parts]
+        except ValueError as exc:
+            raise MigPartedError(f"{where}: unable to create DeviceID from string '{text}': {exc}") from None
         result.append(":".join(format_pci_id(i) for i in ids if i is not None))
     return result
 
@@ -75,6 +84,9 @@ def _check_mig_devices(value: Any, where: str) -> dict[str, int]:
             raise MigPartedError(f"{prefix}: invalid format for '{key}': {exc}") from None
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise MigPartedError(f"{prefix}: invalid count for '{key}': {count!r}")
+        if count > MAX_MIG_DEVICES:
+            raise MigPartedError(f"{prefix}: count {count} for '{key}' is more MIG devices than any GPU has (at most "
+                                 f"{MAX_MIG_DEVICES}, one per compute slice)")
         result[name] = result.get(name, 0) + count
     if result and not any(result.values()):
         raise MigPartedError(f"{prefix}: all counts for all MigProfiles are 0")
@@ -85,6 +97,14 @@ def parse_spec(doc: Any) -> dict[str, list[dict[str, Any]]]:
     """Check a mig-parted config (parsed dict or YAML/JSON text) the way mig-parted does.
 
     Returns ``{label: [{devices, device-filter (list or absent), mig-enabled, mig-devices}]}`` normalised."""
+    try:
+        return _parse_spec(doc)
+    except RecursionError:
+        raise MigPartedError("unable to parse mig-parted config: it is nested too deeply; a mig-parted config is "
+                             "version, mig-configs, label, a list of entries, mig-devices") from None
+
+
+def _parse_spec(doc: Any) -> dict[str, list[dict[str, Any]]]:
     doc = _load(doc)
     if not isinstance(doc, Mapping):
         raise MigPartedError(f"unable to parse mig-parted config: expected a mapping, got {doc!r}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # NVML GPU-instance profile enums (nvml.h NVML_GPU_INSTANCE_PROFILE_*).
 GI_ENUM_1_SLICE = 0
@@ -75,7 +76,7 @@ def parse_profile_name(text: str) -> ProfileName:
     """Parse a MIG profile string; raise :class:`ProfileSyntaxError` naming the string when it is malformed."""
     if not isinstance(text, str):
         raise ProfileSyntaxError(f"MIG profile {text!r} is not a string")
-    match = _PROFILE_RE.match(text)
+    match = _PROFILE_RE.fullmatch(text)
     if match is None:
         raise ProfileSyntaxError(
             f"malformed MIG profile '{text}'; expected [<C>c.]<G>g.<GB>gb[+attr], e.g. 3g.40gb or 1c.3g.40gb"
@@ -300,6 +301,42 @@ def parse_pci_id(value: int | str | None) -> int | None:
         return int(text, 16) if not text.lower().startswith("0x") else int(text, 0)
     except ValueError:
         raise ValueError(f"PCI device id '{text}' is not hexadecimal like 0x20B010DE") from None
+
+
+_GO_INT_RE = re.compile(r"[+-]?[0-9A-Za-z_]+", re.ASCII)
+MAX_DEVICE_ID = 2**31 - 1
+
+
+def parse_device_id(value: Any, field_name: str = "device-filter") -> int:
+    """A PCI device id of a device filter, read exactly as mig-parted reads it.
+
+    mig-parted's ``NewDeviceIDFromString`` (pkg/types/device.go) calls ``strconv.ParseInt(str, 0, 32)``: base
+    prefixes ``0x``/``0X`` (hex), ``0o``/``0O`` or a bare leading ``0`` (octal), ``0b``/``0B`` (binary), otherwise
+    decimal (so ``'548409566'`` is 0x20B010DE), underscores between digits, ASCII digits only, and the value must
+    fit a signed 32-bit int. An int is taken as it is. Negative values, which mig-parted would wrap, are refused.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{field_name} {value!r} is not a PCI device id; give one like 0x20B010DE")
+    if isinstance(value, int):
+        number = value
+    else:
+        text = value  # Go's ParseInt trims nothing
+        body = text.lstrip("+-")
+        if not _GO_INT_RE.fullmatch(text) or not body:
+            raise ValueError(f"{field_name} '{value}' is not a PCI device id; give one like 0x20B010DE "
+                             "(hexadecimal with 0x, or decimal)")
+        sign = -1 if text.startswith("-") else 1
+        if len(body) > 1 and body[0] == "0" and (body[1].isdigit() or body[1] == "_"):
+            body = "0o" + body[1:]  # Go: a bare leading 0 means octal
+        try:
+            number = sign * int(body, 0)
+        except ValueError:
+            raise ValueError(f"{field_name} '{value}' is not a PCI device id; give one like 0x20B010DE "
+                             "(hexadecimal with 0x, or decimal)") from None
+    if not 0 <= number <= MAX_DEVICE_ID:
+        raise ValueError(f"{field_name} '{value}' is out of range; a PCI device id is from 0 to 0x7FFFFFFF, "
+                         "e.g. 0x20B010DE")
+    return number
 
 
 def format_pci_id(value: int) -> str:

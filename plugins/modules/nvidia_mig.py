@@ -19,6 +19,10 @@ description:
     are created at explicit placements (C(nvmlDeviceCreateGpuInstanceWithPlacement)) with their compute
     instances."
   - After applying, the state is read back and planned again; anything left to do fails the task.
+  - "Faults are isolated per GPU: GPUs are changed one at a time (each GPU's destroys immediately followed by its
+    creates, GPUs that only gain instances first), a GPU whose NVML call fails, or that is lost or cannot be
+    read, is left where the failure found it while the other GPUs still converge, and the task then fails
+    naming it. RV(gpu_status) says per GPU done, failed or untouched."
   - GPU instances that the layout wants and that already exist are kept, wherever they are placed, when the
     rest of the layout still fits around them; so a GPU already in the layout is never touched.
   - Run it with the interpreter that has the NVML bindings (C(ansible_python_interpreter={{ gpufleet_python }}))
@@ -62,8 +66,21 @@ options:
   gpus:
     description:
       - Only these GPU indexes are changed; the layout is still validated against every GPU of the host.
+      - An index the host does not have, or one listed twice, fails before anything is read for planning.
     type: list
     elements: int
+  lock_file:
+    description:
+      - The host lock that every gpufleet MIG writer takes (this module, C(gpufleet-mig-apply.service) at boot
+        and the C(nvidia_mig) role's host-side transaction), with C(flock). Runs never interleave.
+    type: path
+    default: /run/gpufleet/mig.lock
+  lock_timeout:
+    description:
+      - Seconds to wait for the host lock; then the task fails naming the holder (its pid and what it is) and
+        changes nothing. V(0) refuses at once.
+    type: int
+    default: 300
 requirements:
   - nvidia-ml-py == 13.615.71 on the managed host
   - an NVIDIA driver with MIG-capable GPUs; C(nvidia-smi) for GPU resets
@@ -238,6 +255,18 @@ nvml_error:
   description: The failing NVML call (C(function), C(code), C(message), C(gpu)).
   returned: when an NVML call failed
   type: dict
+gpu_status:
+  description:
+    - Per managed GPU - C(index), C(status) (C(done) changed and verified, C(failed), C(untouched) nothing done
+      to it), C(lost) (NVML says the GPU is lost), C(reboot_required) and C(error) (the failure, or null).
+    - On a failure the result carries only C(msg), C(error_type), C(gpu_status), C(actions), C(layout),
+      C(busy), C(nvml_error), C(changed) and C(reboot_required) (not the plan).
+  returned: when the layout was valid
+  type: list
+  elements: dict
+  sample:
+    - {index: 3, status: failed, lost: true, reboot_required: false,
+       error: "nvmlDeviceGetHandleByIndex failed on GPU 3: GPU is lost (NVML error 15); ..."}
 """
 
 from typing import Any
@@ -247,6 +276,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import run
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_apply import (
     MigApplyError,
     converge,
+    host_lock,
     resolve_layout,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
@@ -258,7 +288,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "allow_reset": {"type": "bool", "default": True},
     "force_destroy_busy": {"type": "bool", "default": False},
     "gpus": {"type": "list", "elements": "int"},
+    "lock_file": {"type": "path", "default": "/run/gpufleet/mig.lock"},
+    "lock_timeout": {"type": "int", "default": 300},
 }
+# What a failed run returns besides msg and error_type: enough to see what happened, not the whole plan.
+FAILURE_KEYS = ("gpu_status", "actions", "layout", "busy", "nvml_error", "changed", "reboot_required")
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
@@ -266,7 +300,10 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     entries = resolve_layout(params["layout"], params["mig_parted_config"], params["selected"])
     smi = module.get_bin_path("nvidia-smi") or "nvidia-smi"
-    with nvml_session() as nvml:
+    if params["lock_timeout"] < 0:
+        module.fail_json(msg=f"lock_timeout must be 0 or more seconds, got {params['lock_timeout']}")
+    with host_lock(params["lock_file"], params["lock_timeout"], "gpufleet.nvidia.nvidia_mig module"), \
+            nvml_session() as nvml:
         return converge(nvml, entries, indexes=params["gpus"], allow_reset=params["allow_reset"],
                         force_destroy_busy=params["force_destroy_busy"], check_mode=module.check_mode,
                         run=lambda argv: run_command(module, argv), smi=smi)
@@ -284,7 +321,7 @@ def main() -> None:
     try:
         result = run(module)
     except MigApplyError as exc:
-        partial = {k: v for k, v in exc.partial.items() if k not in ("msg", "warnings")}
+        partial = {k: v for k, v in exc.partial.items() if k in FAILURE_KEYS}
         module.fail_json(msg=str(exc), error_type=type(exc).__name__, **partial)
     except NvmlError as exc:
         module.fail_json(msg=str(exc), error_type=type(exc).__name__, nvml_error=exc.to_dict())

@@ -222,18 +222,20 @@ def test_nvml_error_mid_apply_then_rerun_converges(lib_dir: Path, tmp_path: Path
     assert rc != 0
     assert result["msg"].startswith("nvmlDeviceCreateGpuInstanceWithPlacement failed on GPU 3: Unknown Error "
                                     "(NVML error 999)")
+    assert "(GPUs done: 0, 1, 2, 4, 5, 6, 7; failed: 3; untouched: none;" in result["msg"]
     assert result["nvml_error"] == {"function": "nvmlDeviceCreateGpuInstanceWithPlacement", "code": 999,
                                     "message": "Unknown Error", "gpu": 3}
-    assert result["changed"] is True  # modes were set and GPUs 0-2 built before the failure
-    done = {a["gpu"] for a in result["actions"] if a["action"] == "create_gi"}
-    assert done == {0, 1, 2}
+    assert result["changed"] is True
+    assert [(g["index"], g["status"]) for g in result["gpu_status"]] == [
+        (0, "done"), (1, "done"), (2, "done"), (3, "failed"), (4, "done"), (5, "done"), (6, "done"), (7, "done")]
+    assert "plan" not in result  # the failed result is trimmed
     layouts = mig_layout(state)
-    assert layouts[:3] == [MIXED_EXPECTED] * 3
-    assert layouts[3:] == [[]] * 5
+    assert layouts[:3] + layouts[4:] == [MIXED_EXPECTED] * 7
+    assert layouts[3] == []
     hardware.clear("nvml-error", 3, path=state)
     rc, result = apply(lib_dir, state, tmp_path, A100_MIXED)
     assert rc == 0, result.get("msg")
-    assert result["changed_gpus"] == [3, 4, 5, 6, 7]
+    assert result["changed_gpus"] == [3]
     assert mig_layout(state) == [MIXED_EXPECTED] * 8
     rc, result = apply(lib_dir, state, tmp_path, A100_MIXED)
     assert (rc, result["changed"]) == (0, False)
