@@ -203,7 +203,8 @@ def test_gpus_change_one_at_a_time_additions_first() -> None:
     add = [{"action": "create_gi", "gpu": 1, "profile": "1g.10gb", "profile_id": 19, "start": 6, "size": 1}]
     applier = ma._Applier(nvml, lambda argv: (0, "", ""), "nvidia-smi", True)  # type: ignore[arg-type]
     gpus = [{"index": i, "mig": {"current": 1, "pending": 1}} for i in (0, 1)]
-    applier.apply([GpuPlan(index=0, uuid=None, model=None, actions=destroy), GpuPlan(index=1, uuid=None, model=None, actions=add)], gpus)
+    applier.apply([GpuPlan(index=0, uuid=None, model=None, actions=destroy),
+                   GpuPlan(index=1, uuid=None, model=None, actions=add)], gpus)
     assert [c[:2] for c in nvml.calls] == [("create_gi", 1), ("destroy_ci", 0), ("destroy_gi", 0), ("create_gi", 0)]
 
 
@@ -221,9 +222,8 @@ def test_lock_holder_named_and_released_when_the_holder_is_killed(tmp_path: Path
     child = ctx.Process(target=_hold, args=(path, ready))
     child.start()
     assert ready.wait(10)
-    with pytest.raises(ma.LockBusy) as err:
-        with ma.host_lock(path, 0.5, "test"):
-            pass
+    with pytest.raises(ma.LockBusy) as err, ma.host_lock(path, 0.5, "test"):
+        pass
     assert str(err.value).startswith(f"another gpufleet MIG run holds the host lock {path} (pid {child.pid} "
                                      "(child holder) since ")
     assert child.pid is not None
