@@ -437,7 +437,8 @@ def main(
                 if not plan.ok:
                     err.write("gpufleet: the plan failed; nothing was applied\n")
                     return int(plan.exit_code)
-                if not args.yes and not _confirm(inp, err, len(plan.hosts)):
+                planned = sum(1 for host in plan.hosts.values() if host.mig is not None)
+                if not args.yes and not _confirm(inp, err, planned):
                     return _error(
                         "not confirmed; nothing was applied",
                         ExitCode.BAD_INPUT,

@@ -255,3 +255,24 @@ def test_exit_codes_are_documented():
     text = (Path(__file__).parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
     for code in ExitCode:
         assert f"| {int(code)} |" in text, f"exit code {int(code)} missing from docs/api.md"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+PROMPT = "Apply this MIG plan to 0 host(s)? Running GPU work on changed GPUs stops. [y/N] "
+REFUSED = "gpufleet: error: not confirmed; nothing was applied\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "called", "err_tail"),
+    [("y\n", 0, ["mig plan", "mig apply"], PROMPT), ("\n", 4, ["mig plan"], PROMPT + REFUSED),
+     ("no\n", 4, ["mig plan"], PROMPT + REFUSED)],
+)
+def test_mig_apply_asks_at_a_terminal(recorder, answer, code, called, err_tail):
+    out, err = _Terminal(), _Terminal()
+    got = cli.main(["mig", "apply", "-i", "inv", "-q"], stdout=out, stderr=err, stdin=_Terminal(answer))
+    assert (got, [c[0] for c in recorder.calls]) == (code, called)
+    assert err.getvalue().endswith(err_tail)
