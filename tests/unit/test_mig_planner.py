@@ -109,7 +109,18 @@ def test_enable_from_scratch_uses_placements_in_order() -> None:
     plans = mpl.plan([current(0, [], mode=0)], want)
     assert plans[0].actions[0] == {"action": "set_mig_mode", "gpu": 0, "mode": 1, "reset_required": True}
     creates = [(a["profile_id"], a["start"]) for a in plans[0].actions if a["action"] == "create_gi"]
-    assert creates == ml.placements_for(want[0])
+    # Fixed data, NVIDIA MIG User Guide, A100-SXM4-80GB placements (profile id: starts, size in memory slices):
+    # 3g.40gb (9): 0,4 x4; 2g.20gb (14): 0,2,4 x2; 1g.10gb (19): 0-6 x1. Largest first, lowest free start that
+    # still leaves room: 3g at 4 (3g at 0 would leave 2g only 4, then 1g only 6: 1g x2 needs 6 and 7; 7 is no
+    # 1g start), 2g at 0, 1g at 2 and 3.
+    assert creates == [(9, 4), (14, 0), (19, 2), (19, 3)]
+    table = {9: ((0, 4), 4), 14: ((0, 2, 4), 2), 19: (tuple(range(7)), 1)}
+    used: set[int] = set()
+    for profile_id, start in creates:
+        starts, size = table[profile_id]
+        assert start in starts
+        assert not used & set(range(start, start + size))
+        used |= set(range(start, start + size))
     assert plans[0].reset_required
 
 
