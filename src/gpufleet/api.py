@@ -525,12 +525,14 @@ def preflight(spec: RunSpec, environ: Mapping[str, str] | None = None) -> str | 
             f"the inventory {', '.join(answer['unparsed'])} could not be parsed by any inventory plugin; fix the "
             f"file (Ansible's messages follow) or pass the right path with -i:\n{details}".rstrip()
         )
+    patterns = answer["patterns"]
+    if patterns and all(p in _LOCAL_PATTERNS for p in patterns):
+        return None  # a playbook for the controller itself (implicit localhost): no inventory host needed
     if not answer["inventory_hosts"]:
         return (
             f"the inventory {_sources(spec)} has no hosts; add your GPU servers to it (in the group gpu_nodes) "
             "or pass the right inventory with -i"
         )
-    patterns = answer["patterns"]
     if patterns is None:
         return None  # the playbook could not be read here: ansible-playbook reports why, in RunResult.error
     wanted = ", ".join(patterns) or "(none)"
@@ -548,6 +550,10 @@ def preflight(spec: RunSpec, environ: Mapping[str, str] | None = None) -> str | 
             f"targets ({wanted}); check the host or group name (gpufleet run ... --list-hosts shows them)"
         )
     return None
+
+
+#: Play patterns that Ansible answers with the implicit localhost when the inventory does not list it.
+_LOCAL_PATTERNS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def _sources(spec: RunSpec) -> str:

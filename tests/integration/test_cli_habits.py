@@ -83,3 +83,10 @@ def test_artifact_dir_and_json_times(inventory: Path, tmp_path: Path):
     assert host["duration_s"] >= 0
     assert datetime.fromisoformat(host["started_at"]) <= datetime.fromisoformat(host["ended_at"])
     assert (document["inventory"], document["limit"]) == ([str(inventory)], None)
+
+
+def test_a_play_for_the_controller_needs_no_inventory_host(tmp_path: Path):
+    (tmp_path / "login.ini").write_text("[login]\nlogin-1 ansible_host=192.0.2.1\n")
+    result = api.run(PLAYBOOKS / "controller.yml", tmp_path / "login.ini",
+                     extravars={"ansible_python_interpreter": sys.executable})
+    assert (result.exit_code, result.error, list(result.hosts)) == (ExitCode.OK, None, ["localhost"])
