@@ -94,3 +94,14 @@ def test_api(inventory: Path, tmp_path: Path):
     assert (result.exit_code, result.error, result.hosts["node-1"].status) == (ExitCode.OK, None, "ok")
     assert seen["playbooks"], "the watch never saw ansible-playbook: it proved nothing"
     assert seen["leaks"] == []
+
+
+def test_api_vault_password_answers_the_prompt(inventory: Path):
+    options = api.AnsibleOptions(vault_password="the vault password")
+    with cmdline_watch() as seen:
+        result = api.run(PLAYBOOK, inventory, extravars={"mirror_password": EXTRA}, ansible=options)
+    assert (result.exit_code, result.error, result.hosts["node-1"].status) == (ExitCode.OK, None, "ok")
+    assert seen["playbooks"], "the watch never saw ansible-playbook: it proved nothing"
+    assert all("--ask-vault-pass" in argv for argv in seen["playbooks"])
+    assert seen["leaks"] == []
+    assert "the vault password" not in " ".join(seen["playbooks"])
