@@ -22,10 +22,13 @@ Measurement document (what :func:`evaluate_host` reads)::
                "values": {metric: value}, "unsupported": [metric], "errors": {metric: "message"}}]}
 
 A metric in ``unsupported`` is not applicable to that GPU (NVML answered NOT_SUPPORTED): its check is ``ok`` with
-``value`` None and a message that says so. A metric in ``errors`` could not be read: its check is ``fail``.
+``value`` None and a message that says so, unless the GPU should have it (ECC on a data-centre GPU). A metric in
+``errors`` could not be read: its check is ``fail``. Fail closed: a check that cannot read what it needs (a
+threshold, the kernel log, a malformed reading) is ``fail`` with the reason, never ``ok``.
 
-The default thresholds (:data:`DEFAULT_THRESHOLDS`) come from what large fleets run; ``docs/health.md`` names the
-source of each.
+The thresholds (``th``) are the module's parameters: the argument spec of ``plugins/modules/gpu_health.py`` is the
+one definition of every threshold and its default; nothing here has a default of its own (``th[key]``, never
+``th.get(key, default)``), and zero is a threshold like any other.
 """
 
 from __future__ import annotations
@@ -56,29 +59,9 @@ CLOCK_EVENT_WARN = 0x20
 # Azure HPC health checks (azure_gpu_xid.nhc): XIDs that mean the GPU or its memory needs attention.
 AZURE_CRITICAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
 
-DEFAULT_THRESHOLDS: dict[str, Any] = {
-    "expected_gpu_count": None,
-    "expected_gpu_models": [],
-    "expected_driver_version": None,
-    "expected_vbios_version": None,
-    "persistence_mode_expected": True,
-    "ecc_uncorrected_volatile_fail": 0,
-    "ecc_corrected_volatile_warn": 10000,
-    "ecc_corrected_volatile_fail": 50000000,
-    "retired_pages_warn": 10,
-    "retired_pages_fail": 61,
-    "remapped_rows_uncorrectable_fail": 512,
-    "xid_window_s": 7200,
-    "xid_critical": list(AZURE_CRITICAL_XIDS),
-    "xid_ignore": [94],
-    "temperature_fail_c": None,
-    "temperature_warn_margin_c": 5,
-    "pcie_width_status": FAIL,
-    "pcie_gen_status": WARN,
-    "nvswitch_expected": False,
-    "idle_expected": False,
-    "idle_allowed_processes": ["nvidia-cuda-mps-server"],
-}
+# nvmlBrandType_t values of data-centre GPUs (nvml.h): NVML_BRAND_TESLA (2), NVML_BRAND_NVIDIA (14, A100/H100...).
+DATA_CENTRE_BRANDS = (2, 14)
+ECC_MODES = ("auto", "enabled", "disabled", "any")
 
 
 def worst(statuses: list[str]) -> str:
@@ -114,7 +97,7 @@ def decode_clock_events(mask: int) -> list[str]:
 def check_gpu_count(meas: dict[str, Any], th: dict[str, Any]) -> dict:
     """GPUs NVML sees vs ``expected_gpu_count`` (exact match, as deepops, Azure and GCM)."""
     found = meas.get("gpu_count")
-    expected = th.get("expected_gpu_count")
+    expected = th["expected_gpu_count"]
     if expected is None:
         return check("gpu_count", None, OK, found, None, f"{found} GPU(s) found; no expected count set")
     if found != expected:
@@ -133,7 +116,7 @@ def driver_matches(found: str | None, expected: str) -> bool:
 def check_driver_version(meas: dict[str, Any], th: dict[str, Any]) -> dict:
     """Driver version vs ``expected_driver_version`` (exact, or a branch/prefix at a dot boundary)."""
     found = meas.get("driver_version")
-    expected = th.get("expected_driver_version")
+    expected = th["expected_driver_version"]
     if not expected:
         return check("driver_version", None, OK, found, None, f"driver {found}; no expected version set")
     if driver_matches(found, str(expected)):
@@ -144,7 +127,7 @@ def check_driver_version(meas: dict[str, Any], th: dict[str, Any]) -> dict:
 
 def check_fabric_manager(meas: dict[str, Any], th: dict[str, Any]) -> dict:
     """nvidia-fabricmanager must be active on NVSwitch systems (gpud fabric-manager; deepops DGX NHC)."""
-    if not th.get("nvswitch_expected"):
+    if not th["nvswitch_expected"]:
         return check("fabric_manager", None, OK, None, None, "no NVSwitch expected; fabric manager not checked")
     state = meas.get("fabric_manager")
     if state == "active":
@@ -162,7 +145,7 @@ def check_vbios_consistency(meas: dict[str, Any], th: dict[str, Any]) -> dict:
         if vbios is not None:
             by_model.setdefault(str(gpu.get("values", {}).get("name")), set()).add(str(vbios))
     versions = sorted({v for vs in by_model.values() for v in vs})
-    expected = th.get("expected_vbios_version")
+    expected = th["expected_vbios_version"]
     mixed = sorted(model for model, vs in by_model.items() if len(vs) > 1)
     if mixed:
         return check("vbios_consistency", None, FAIL, versions, expected or "all equal",
@@ -192,15 +175,17 @@ def _not_value(name: str, gpu: dict[str, Any], metric: str, threshold: Any) -> d
     kind, value = _reading(gpu, metric)
     if kind == "error":
         return check(name, gpu, FAIL, None, threshold, f"could not read {metric}: {value}")
-    if kind == "unsupported" or value is None:
+    if kind == "unsupported":
         return check(name, gpu, OK, None, threshold, f"{metric} is not supported on this GPU; not applicable")
+    if value is None:
+        return check(name, gpu, FAIL, None, threshold, f"{metric} was not read; cannot check it")
     return None
 
 
 def check_gpu_model(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     """GPU name contains one of ``expected_gpu_models`` (case-insensitive)."""
     name = gpu.get("values", {}).get("name")
-    models = [str(m) for m in th.get("expected_gpu_models") or []]
+    models = [str(m) for m in th["expected_gpu_models"] or []]
     if not models:
         return check("gpu_model", gpu, OK, name, None, f"{name}; no expected model set")
     if name and any(m.lower() in name.lower() for m in models):
@@ -210,7 +195,7 @@ def check_gpu_model(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
 
 def check_persistence(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     """Persistence mode enabled (gpud, Azure): without it the driver tears down state between clients."""
-    want = bool(th.get("persistence_mode_expected", True))
+    want = bool(th["persistence_mode_expected"])
     miss = _not_value("persistence_mode", gpu, "persistence_mode", "enabled" if want else "any")
     if miss:
         return miss
@@ -222,25 +207,78 @@ def check_persistence(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     return check("persistence_mode", gpu, OK, value, "enabled" if want else "any", f"persistence mode {value}")
 
 
+def expected_ecc(gpu: dict[str, Any], th: dict[str, Any]) -> tuple[str, str]:
+    """Return ``(mode, why)``: the ECC mode this GPU should run (``enabled``, ``disabled`` or ``any``).
+
+    ``ecc_mode_expected: auto`` expects ``enabled`` on a data-centre GPU (NVML brand Tesla or NVIDIA: A100, H100,
+    T4...) and ``any`` on others (workstation boards ship with ECC off). A brand that cannot be read is treated as
+    data-centre (fail closed).
+    """
+    want = str(th["ecc_mode_expected"])
+    if want != "auto":
+        return want, f"ecc_mode_expected is {want}"
+    kind, brand = _reading(gpu, "brand")
+    if kind != "value" or brand is None:
+        return "enabled", "the GPU's brand could not be read, so ECC is expected like on a data-centre GPU"
+    if int(brand) in DATA_CENTRE_BRANDS:
+        return "enabled", "a data-centre GPU runs with ECC"
+    return "any", "not a data-centre GPU"
+
+
+def check_ecc_mode(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """ECC mode vs the expected mode (``ecc_mode_expected``; ``auto``: enabled on data-centre GPUs)."""
+    want, why = expected_ecc(gpu, th)
+    kind, mode = _reading(gpu, "ecc_mode")
+    if kind == "error":
+        return check("ecc_mode", gpu, FAIL, None, want, f"could not read ecc_mode: {mode}")
+    if kind == "unsupported":
+        if th["ecc_mode_expected"] == "enabled":
+            return check("ecc_mode", gpu, FAIL, None, want,
+                         "ECC is expected enabled but this GPU does not support ECC (NVML: not supported)")
+        return check("ecc_mode", gpu, OK, None, want, "ECC is not supported on this GPU; not applicable")
+    if mode is None:
+        return check("ecc_mode", gpu, FAIL, None, want, "the ECC mode was not read; cannot tell whether ECC is on")
+    current = "enabled" if mode["current"] else "disabled"
+    pending = "enabled" if mode["pending"] else "disabled"
+    value = {"current": current, "pending": pending}
+    if want != "any" and current != want:
+        fix = "nvidia-smi -i <gpu> -e 1" if want == "enabled" else "nvidia-smi -i <gpu> -e 0"
+        later = " (the change is pending a GPU reset)" if pending == want else ""
+        return check("ecc_mode", gpu, FAIL, value, want,
+                     f"ECC is {current} but expected {want} ({why}){later}; set it with {fix} and reset the GPU")
+    if pending != current:
+        return check("ecc_mode", gpu, WARN, value, want, f"ECC is {current} and will be {pending} after a GPU reset")
+    return check("ecc_mode", gpu, OK, value, want, f"ECC {current}")
+
+
 def check_ecc(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
-    """Volatile ECC counts: uncorrectable (GCM: > 0 critical) and correctable (Azure / GCM limits)."""
-    miss = _not_value("ecc_uncorrected_volatile", gpu, "ecc", th["ecc_uncorrected_volatile_fail"])
-    if miss:
-        other = dict(miss, name="ecc_corrected_volatile",
-                     threshold={"warn": th["ecc_corrected_volatile_warn"], "fail": th["ecc_corrected_volatile_fail"]})
-        return [miss, other]
-    ecc = gpu["values"]["ecc"]
-    out = []
-    unc, limit = int(ecc.get("uncorrected_volatile", 0)), int(th["ecc_uncorrected_volatile_fail"])
-    if unc > limit:
-        out.append(check("ecc_uncorrected_volatile", gpu, FAIL, unc, limit,
-                         f"{unc} uncorrectable ECC error(s) since the last reset (limit {limit}); drain the node "
-                         "and reset the GPU"))
-    else:
-        out.append(check("ecc_uncorrected_volatile", gpu, OK, unc, limit, f"{unc} uncorrectable ECC error(s)"))
-    cor = int(ecc.get("corrected_volatile", 0))
+    """Volatile ECC counts: uncorrectable (GCM: > 0 critical) and correctable (Azure / GCM limits).
+
+    Counts that NVML does not report (ECC off or not supported) are not applicable only on a GPU that is not
+    expected to run ECC; on one that is, the counts cannot be checked and both checks fail.
+    """
+    unc_limit = int(th["ecc_uncorrected_volatile_fail"])
     warn, fail = int(th["ecc_corrected_volatile_warn"]), int(th["ecc_corrected_volatile_fail"])
     limits = {"warn": warn, "fail": fail}
+    kind, _value = _reading(gpu, "ecc")
+    want, why = expected_ecc(gpu, th)
+    if kind == "unsupported" and want == "enabled":
+        msg = f"ECC error counts are not available (NVML: not supported) on a GPU that should count them ({why})"
+        return [check("ecc_uncorrected_volatile", gpu, FAIL, None, unc_limit, msg),
+                check("ecc_corrected_volatile", gpu, FAIL, None, limits, msg)]
+    miss = _not_value("ecc_uncorrected_volatile", gpu, "ecc", unc_limit)
+    if miss:
+        return [miss, dict(miss, name="ecc_corrected_volatile", threshold=limits)]
+    ecc = gpu["values"]["ecc"]
+    out = []
+    unc = int(ecc["uncorrected_volatile"])
+    if unc > unc_limit:
+        out.append(check("ecc_uncorrected_volatile", gpu, FAIL, unc, unc_limit,
+                         f"{unc} uncorrectable ECC error(s) since the last reset (limit {unc_limit}); drain the node "
+                         "and reset the GPU"))
+    else:
+        out.append(check("ecc_uncorrected_volatile", gpu, OK, unc, unc_limit, f"{unc} uncorrectable ECC error(s)"))
+    cor = int(ecc["corrected_volatile"])
     if cor > fail:
         out.append(check("ecc_corrected_volatile", gpu, FAIL, cor, limits,
                          f"{cor} correctable ECC errors exceed {fail}; the memory is degrading"))
@@ -296,11 +334,16 @@ def check_remapped_rows(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
                  f"{value['corrected'] + value['uncorrected']} row(s) remapped, none pending")
 
 
-def check_xid(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
-    """XID events in the window: a critical XID fails, any other (not ignored) warns (Azure list, deepops 94)."""
-    critical = {int(x) for x in th.get("xid_critical") or []}
-    ignore = {int(x) for x in th.get("xid_ignore") or []}
-    limits = {"window_s": th.get("xid_window_s"), "critical": sorted(critical), "ignore": sorted(ignore)}
+def check_xid(gpu: dict[str, Any], th: dict[str, Any], kernel_error: str | None = None) -> dict:
+    """XID events in the window: a critical XID fails, any other (not ignored) warns (Azure list, deepops 94).
+
+    ``kernel_error`` is why the kernel log (the source that reaches back over the window) could not be read: the
+    window is then unknown and the check fails with that reason, never "no XID event in the window".
+    """
+    critical = {int(x) for x in th["xid_critical"] or []}
+    ignore = {int(x) for x in th["xid_ignore"] or []}
+    window = th["xid_window_s"]
+    limits = {"window_s": window, "critical": sorted(critical), "ignore": sorted(ignore)}
     miss = _not_value("xid", gpu, "xid", limits)
     if miss:
         return miss
@@ -308,8 +351,14 @@ def check_xid(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     bad = [c for c in codes if c in critical]
     if bad:
         return check("xid", gpu, FAIL, codes, limits,
-                     f"critical XID {', '.join(map(str, bad))} in the last {th.get('xid_window_s')} s; drain the "
+                     f"critical XID {', '.join(map(str, bad))} in the last {window} s; drain the "
                      "node and follow NVIDIA's XID catalogue")
+    if kernel_error is not None:
+        seen = f"XID {', '.join(map(str, codes))} seen through NVML" if codes else "no XID seen through NVML"
+        return check("xid", gpu, FAIL, codes, limits,
+                     f"the kernel log could not be read ({kernel_error}), so XIDs of the last {window} s are "
+                     f"unknown ({seen}); make journalctl -k readable, or set xid_kernel_log to false to rely on "
+                     "NVML events of the moment only")
     if codes:
         return check("xid", gpu, WARN, codes, limits, f"XID {', '.join(map(str, codes))} in the window")
     return check("xid", gpu, OK, codes, limits, "no XID event in the window")
@@ -324,7 +373,7 @@ def check_pcie(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     width, max_width = int(pcie["width"]), int(pcie["max_width"])
     gen, max_gen = int(pcie["gen"]), int(pcie["max_gen"])
     if width < max_width:
-        status = th.get("pcie_width_status", FAIL)
+        status = th["pcie_width_status"]
         width_check = check("pcie_link_width", gpu, status, width, max_width,
                             f"PCIe link trained at x{width}, the GPU supports x{max_width}; reseat the GPU or riser")
     else:
@@ -336,7 +385,7 @@ def check_pcie(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
         gen_check = check("pcie_link_gen", gpu, OK, gen, max_gen,
                           f"PCIe gen {gen} below gen {max_gen} while the GPU is idle (power saving, expected)")
     else:
-        gen_check = check("pcie_link_gen", gpu, th.get("pcie_gen_status", WARN), gen, max_gen,
+        gen_check = check("pcie_link_gen", gpu, th["pcie_gen_status"], gen, max_gen,
                           f"PCIe gen {gen} below gen {max_gen} while the GPU is busy")
     return [width_check, gen_check]
 
@@ -359,23 +408,43 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
 
 
 def check_temperature(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
-    """GPU temperature vs the slowdown threshold (or ``temperature_fail_c``), warning within a margin."""
-    miss = _not_value("temperature", gpu, "temperature", th.get("temperature_fail_c"))
+    """GPU temperature vs both NVML thresholds: the slowdown one (or ``temperature_fail_c``) and the shutdown one.
+
+    At or above the shutdown threshold fails whatever else is known; at or above the fail limit fails; within
+    ``temperature_warn_margin_c`` of it warns. A fail limit that cannot be known (``temperature_fail_c`` null and the
+    slowdown threshold unreadable) fails; an unreadable shutdown threshold warns; both are named in the message.
+    """
+    own = th["temperature_fail_c"]
+    margin = int(th["temperature_warn_margin_c"])
+    miss = _not_value("temperature", gpu, "temperature", {"fail": own})
     if miss:
-        return miss
+        return dict(miss, status=FAIL, message=miss["message"] if miss["status"] == FAIL
+                    else "the GPU temperature is not reported by NVML; cannot check it")
     temp = gpu["values"]["temperature"]
     current = int(temp["gpu"])
-    limit = th.get("temperature_fail_c")
-    limit = int(limit if limit is not None else temp.get("slowdown") or 0) or None
-    if limit is None:
-        return check("temperature", gpu, OK, current, None, f"{current} C; no slowdown threshold known")
-    margin = int(th.get("temperature_warn_margin_c", 5))
-    limits = {"warn": limit - margin, "fail": limit}
-    if current >= limit:
-        return check("temperature", gpu, FAIL, current, limits, f"{current} C reached the limit {limit} C")
-    if current >= limit - margin:
-        return check("temperature", gpu, WARN, current, limits, f"{current} C within {margin} C of {limit} C")
-    return check("temperature", gpu, OK, current, limits, f"{current} C")
+    unreadable = dict(temp.get("unreadable") or {})
+    slowdown, shutdown = temp.get("slowdown"), temp.get("shutdown")
+    for key, reading in (("slowdown", slowdown), ("shutdown", shutdown)):
+        if reading is None:
+            unreadable.setdefault(key, "not reported")
+    fail_at = int(own) if own is not None else (int(slowdown) if slowdown is not None else None)
+    shutdown = int(shutdown) if shutdown is not None else None
+    limits = {"warn": None if fail_at is None else fail_at - margin, "fail": fail_at, "shutdown": shutdown}
+    notes = "; ".join(f"{key} threshold unreadable: {why}" for key, why in sorted(unreadable.items()))
+    suffix = f" ({notes})" if notes else ""
+    if shutdown is not None and current >= shutdown:
+        return check("temperature", gpu, FAIL, current, limits,
+                     f"{current} C reached the shutdown temperature {shutdown} C{suffix}")
+    if fail_at is not None and current >= fail_at:
+        return check("temperature", gpu, FAIL, current, limits, f"{current} C reached the limit {fail_at} C{suffix}")
+    if fail_at is None:
+        return check("temperature", gpu, FAIL, current, limits,
+                     f"{current} C but no fail temperature is known ({notes}); set temperature_fail_c")
+    if current >= fail_at - margin:
+        return check("temperature", gpu, WARN, current, limits, f"{current} C within {margin} C of {fail_at} C{suffix}")
+    if "shutdown" in unreadable:
+        return check("temperature", gpu, WARN, current, limits, f"{current} C, below {fail_at} C{suffix}")
+    return check("temperature", gpu, OK, current, limits, f"{current} C{suffix}")
 
 
 def check_clock_events(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
@@ -398,8 +467,8 @@ def check_clock_events(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
 
 def check_processes(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     """Compute processes on a GPU that should be idle (``idle_expected``); allowed names pass (GCM running_procs)."""
-    allowed = [str(n) for n in th.get("idle_allowed_processes") or []]
-    expect_idle = bool(th.get("idle_expected"))
+    allowed = [str(n) for n in th["idle_allowed_processes"] or []]
+    expect_idle = bool(th["idle_expected"])
     miss = _not_value("processes", gpu, "processes", "none" if expect_idle else None)
     if miss:
         return miss
@@ -441,20 +510,43 @@ def check_mig_layout(gpu: dict[str, Any], expected: dict[str, Any] | None) -> di
     return check("mig_layout", gpu, OK, found, want, "MIG layout as recorded")
 
 
-def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, Any] | None) -> list[dict]:
+def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, Any] | None,
+              kernel_error: str | None = None) -> list[dict]:
     """Run every per-GPU check; a lost GPU gets one ``gpu_lost`` fail and nothing else."""
     if gpu.get("lost"):
         return [check("gpu_lost", gpu, FAIL, True, False,
                       "the GPU has fallen off the bus (NVML: GPU is lost); drain the node, reboot, and replace "
                       "the GPU if it recurs")]
-    out = [check("gpu_lost", gpu, OK, False, False, "GPU reachable"), check_gpu_model(gpu, th),
-           check_persistence(gpu, th)]
-    out += check_ecc(gpu, th)
-    out += [check_retired_pages(gpu, th), check_remapped_rows(gpu, th), check_xid(gpu, th)]
-    out += check_pcie(gpu, th)
-    out += [check_nvlink(gpu, th), check_temperature(gpu, th), check_clock_events(gpu, th),
-            check_processes(gpu, th), check_mig_layout(gpu, mig_expected)]
+    out = [check("gpu_lost", gpu, OK, False, False, "GPU reachable")]
+    steps: list[tuple[tuple[str, ...], Any]] = [
+        (("gpu_model",), lambda: check_gpu_model(gpu, th)),
+        (("persistence_mode",), lambda: check_persistence(gpu, th)),
+        (("ecc_mode",), lambda: check_ecc_mode(gpu, th)),
+        (("ecc_uncorrected_volatile", "ecc_corrected_volatile"), lambda: check_ecc(gpu, th)),
+        (("retired_pages",), lambda: check_retired_pages(gpu, th)),
+        (("remapped_rows",), lambda: check_remapped_rows(gpu, th)),
+        (("xid",), lambda: check_xid(gpu, th, kernel_error)),
+        (("pcie_link_width", "pcie_link_gen"), lambda: check_pcie(gpu, th)),
+        (("nvlink",), lambda: check_nvlink(gpu, th)),
+        (("temperature",), lambda: check_temperature(gpu, th)),
+        (("clock_events",), lambda: check_clock_events(gpu, th)),
+        (("processes",), lambda: check_processes(gpu, th)),
+        (("mig_layout",), lambda: check_mig_layout(gpu, mig_expected)),
+    ]
+    for names, step in steps:
+        out += _guarded(names, gpu, step)
     return out
+
+
+def _guarded(names: tuple[str, ...], gpu: dict[str, Any] | None, step: Any) -> list[dict]:
+    """Run one check; a reading it cannot make sense of fails its check(s) with the reason (fail closed)."""
+    try:
+        got = step()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        return [check(name, gpu, FAIL, None, None, f"could not evaluate {name}: malformed reading ({reason})")
+                for name in names]
+    return got if isinstance(got, list) else [got]
 
 
 def evaluate_dcgm_diag(level: int, rc: int, output: str) -> dict:
@@ -480,13 +572,12 @@ def evaluate_container_smoke(rc: int, stdout: str, stderr: str, gpu_count: int |
     return check("container_smoke", None, OK, listed, gpu_count, f"the GPU container sees {listed} GPU(s)")
 
 
-def thresholds_from(params: dict[str, Any]) -> dict[str, Any]:
-    """Return :data:`DEFAULT_THRESHOLDS` overlaid with the non-None values of ``params`` it knows."""
-    out = dict(DEFAULT_THRESHOLDS)
-    for key, value in params.items():
-        if key in out and value is not None:
-            out[key] = value
-    return out
+def kernel_log_error(meas: dict[str, Any]) -> str | None:
+    """Why the kernel log could not be read for XIDs (its ``xid_sources`` entry), or None (read, or not asked)."""
+    for source in meas.get("xid_sources") or []:
+        if isinstance(source, dict) and source.get("source") == "kernel" and source.get("error"):
+            return str(source["error"])
+    return None
 
 
 def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
@@ -494,10 +585,13 @@ def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     if meas.get("init_error"):
         return [check("nvml", None, FAIL, None, "NVML initialised", meas["init_error"])]
     mig_doc = meas.get("mig_expected") or {}
-    out = [check_gpu_count(meas, th), check_driver_version(meas, th), check_fabric_manager(meas, th),
-           check_vbios_consistency(meas, th)]
+    kernel_error = kernel_log_error(meas)
+    out = _guarded(("gpu_count",), None, lambda: check_gpu_count(meas, th))
+    out += _guarded(("driver_version",), None, lambda: check_driver_version(meas, th))
+    out += _guarded(("fabric_manager",), None, lambda: check_fabric_manager(meas, th))
+    out += _guarded(("vbios_consistency",), None, lambda: check_vbios_consistency(meas, th))
     for gpu in meas.get("gpus", []):
-        out += check_gpu(gpu, th, mig_doc.get(str(gpu.get("uuid"))) if mig_doc else None)
+        out += check_gpu(gpu, th, mig_doc.get(str(gpu.get("uuid"))) if mig_doc else None, kernel_error)
     return out
 
 

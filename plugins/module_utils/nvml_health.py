@@ -146,26 +146,38 @@ class GpuReader:
                 raise
         return links
 
-    def temperature(self) -> dict[str, int | None]:
-        """GPU temperature and the slowdown/shutdown thresholds (C)."""
+    def temperature(self) -> dict[str, Any]:
+        """GPU temperature and the slowdown/shutdown thresholds (C).
+
+        Each threshold is read on its own: one that NVML does not answer is None and ``unreadable[key]`` says why
+        (not supported, or the error), so the other one and the temperature are still judged.
+        """
         lib = self.nvml.lib
-        out: dict[str, int | None] = {"gpu": int(self.call("nvmlDeviceGetTemperature", self.handle,
-                                                          lib.NVML_TEMPERATURE_GPU))}
+        out: dict[str, Any] = {"gpu": int(self.call("nvmlDeviceGetTemperature", self.handle,
+                                                     lib.NVML_TEMPERATURE_GPU))}
+        unreadable: dict[str, str] = {}
         for key, which in (("slowdown", lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
                            ("shutdown", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)):
             try:
                 out[key] = int(self.call("nvmlDeviceGetTemperatureThreshold", self.handle, which))
             except NvmlError as exc:
-                if exc.code != ERROR_NOT_SUPPORTED:
-                    raise
                 out[key] = None
+                unreadable[key] = "not supported" if exc.code == ERROR_NOT_SUPPORTED else str(exc).rstrip(".")
+        out["unreadable"] = unreadable
         return out
+
+    def ecc_mode(self) -> dict[str, bool]:
+        """Current and pending ECC mode (NOT_SUPPORTED on GPUs without ECC)."""
+        current, pending = self.call("nvmlDeviceGetEccMode", self.handle)
+        return {"current": bool(current), "pending": bool(pending)}
 
     def read_all(self, want_mig: bool) -> dict[str, Any]:
         """Read every metric; return the GPU's measurement document."""
         try:
             self.identity()
+            self.read("brand", lambda: int(self.call("nvmlDeviceGetBrand", self.handle)))
             self.read("persistence_mode", lambda: int(self.call("nvmlDeviceGetPersistenceMode", self.handle)))
+            self.read("ecc_mode", self.ecc_mode)
             self.read("ecc", self.ecc)
             self.read("retired_pages", self.retired_pages)
             self.read("remapped_rows", self.remapped_rows)

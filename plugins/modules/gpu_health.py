@@ -20,6 +20,9 @@ description:
     C(pcie_link_width), C(pcie_link_gen), C(nvlink), C(temperature), C(clock_events), C(processes), C(mig_layout)."
   - A check that does not apply to a GPU (NVML answers NOT_SUPPORTED, for example retired pages on Ampere and
     newer) is C(ok) with a null value and says so. A reading that fails for another reason is C(fail).
+  - "Fail closed: a check that cannot read what it needs is C(fail) with the reason, never C(ok): ECC off or not
+    reported on a GPU that should run it (O(ecc_mode_expected)), a temperature whose fail limit is unknown, a
+    kernel log that cannot be read (O(xid_kernel_log)), a reading that was not made or does not parse."
   - The host fails when any check fails (see O(fail_on)); the full report is in RV(health) either way.
   - Read-only. The default thresholds, and where they come from, are listed in docs/health.md.
 author:
@@ -43,6 +46,14 @@ options:
     description: Fail a GPU whose persistence mode is disabled.
     type: bool
     default: true
+  ecc_mode_expected:
+    description:
+      - ECC mode every GPU must run. C(auto) - C(enabled) on data-centre GPUs (NVML brand Tesla or NVIDIA, for
+        example A100, H100, T4; a brand that cannot be read counts as data-centre), C(any) on others.
+      - A GPU expected to run ECC whose ECC is off, or whose ECC counts NVML does not report, fails.
+    type: str
+    choices: [auto, enabled, disabled, any]
+    default: auto
   ecc_uncorrected_volatile_fail:
     description: Fail when the volatile uncorrectable ECC count exceeds this.
     type: int
@@ -95,7 +106,11 @@ options:
     type: bool
     default: true
   temperature_fail_c:
-    description: Fail at or above this GPU temperature (C). Null - the GPU's own slowdown threshold from NVML.
+    description:
+      - Fail at or above this GPU temperature (C); 0 is a limit like any other. Null - the GPU's own slowdown
+        threshold from NVML.
+      - The GPU's shutdown threshold is always honoured too. With no limit known (null here and the slowdown
+        threshold unreadable) the check fails.
     type: int
   temperature_warn_margin_c:
     description: Warn this many degrees below the fail temperature.
@@ -270,6 +285,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "expected_driver_version": {"type": "str"},
     "expected_vbios_version": {"type": "str"},
     "persistence_mode_expected": {"type": "bool", "default": True},
+    "ecc_mode_expected": {"type": "str", "choices": ["auto", "enabled", "disabled", "any"], "default": "auto"},
     "ecc_uncorrected_volatile_fail": {"type": "int", "default": 0},
     "ecc_corrected_volatile_warn": {"type": "int", "default": 10000},
     "ecc_corrected_volatile_fail": {"type": "int", "default": 50000000},
@@ -298,6 +314,17 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "container_image": {"type": "str", "default": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
     "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
 }
+
+
+# Options that say how to read or what to run, not what to compare with: everything else is a threshold.
+NOT_THRESHOLDS = ("fabric_manager_service", "mig_state_file", "previous_report", "skip_checks", "dcgm_diag_level",
+                  "dcgm_host", "container_runtime", "container_image", "fail_on", "xid_wait_ms", "xid_kernel_log")
+
+
+def thresholds(params: dict[str, Any]) -> dict[str, Any]:
+    """The thresholds of a call: its validated parameters (defaults from :data:`ARGUMENT_SPEC`, the only place
+    that defines them) less the options in :data:`NOT_THRESHOLDS`."""
+    return {key: value for key, value in params.items() if key not in NOT_THRESHOLDS}
 
 
 def load_json(path: str) -> Any:
@@ -427,7 +454,7 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Entry point."""
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    th = hc.thresholds_from(module.params)
+    th = thresholds(module.params)
     report = build_report(measure(module, th), th, module.params["skip_checks"])
     status = report["status"]
     failed = ", ".join(report["failed"]) or "no failing check"

@@ -311,3 +311,79 @@ def test_mig_layout_against_the_nvidia_mig_record(sim_lib_dir: Path, state: Path
     assert by_gpu[1]["value"] == {"enabled": False, "gpu_instances": []}
     assert by_gpu[1]["threshold"] == {"enabled": True, "gpu_instances": [["3g.40gb", 0, 4, ["3g.40gb"]]]}
     assert by_gpu[2]["message"] == "no recorded MIG layout for this GPU; not checked"
+
+
+# --------------------------------------------------------------------------------------------------- fail closed
+# Each of these passed as "ok" before issue 13: the check could not see what it needed and said nothing was wrong.
+
+
+def test_ecc_disabled_on_a_data_centre_gpu_fails(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    with store.transaction(state) as doc:  # nvidia-smi -e 0 and a reset: ECC off now and after the next reset
+        doc["gpus"][2]["ecc"].update({"current": 0, "pending": 0})
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc != 0
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["value"], got["threshold"]) == (
+        "ecc_mode", gpu_identity(state, 2), {"current": "disabled", "pending": "disabled"}, "enabled")
+    assert got["message"] == ("ECC is disabled but expected enabled (a data-centre GPU runs with ECC); set it with "
+                              "nvidia-smi -i <gpu> -e 1 and reset the GPU")
+
+
+def test_ecc_disabled_passes_when_the_operator_expects_it(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    with store.transaction(state) as doc:
+        doc["gpus"][2]["ecc"].update({"current": 0, "pending": 0})
+    rc, result = run_health(sim_lib_dir, state, tmp_path, ecc_mode_expected="disabled", fail_on="fail")
+    assert rc != 0, "the seven GPUs with ECC on now differ from the expected mode"
+    failing = sorted(c["gpu"]["index"] for c in result["health"]["checks"] if c["status"] == "fail")
+    assert failing == [0, 1, 3, 4, 5, 6, 7]
+
+
+def test_above_shutdown_fails_with_the_slowdown_threshold_unreadable(sim_lib_dir: Path, state: Path,
+                                                                     tmp_path: Path) -> None:
+    with store.transaction(state) as doc:  # the board does not report a slowdown threshold (NOT_SUPPORTED)
+        temp = doc["gpus"][1]["temperature"]
+        del temp["slowdown"]
+        temp["gpu"] = int(temp["shutdown"]) + 1
+        shutdown = int(temp["shutdown"])
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc != 0
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["value"]) == ("temperature", gpu_identity(state, 1), shutdown + 1)
+    assert got["threshold"] == {"warn": None, "fail": None, "shutdown": shutdown}
+    assert got["message"] == (f"{shutdown + 1} C reached the shutdown temperature {shutdown} C (slowdown threshold "
+                              "unreadable: not supported)")
+
+
+def test_thresholds_nvml_cannot_read_fail_the_temperature(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("nvml-error", "6", {"function": "nvmlDeviceGetTemperatureThreshold", "code": 999}, path=state)
+    current = store.load(state)["gpus"][6]["temperature"]["gpu"]
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    got = only_failure(result)
+    assert (got["name"], got["gpu"]) == ("temperature", gpu_identity(state, 6))
+    error = ("nvmlDeviceGetTemperatureThreshold failed on GPU 6: Unknown Error (NVML error 999); check the driver "
+             "state with nvidia-smi")
+    assert got["message"] == (f"{current} C but no fail temperature is known (shutdown threshold unreadable: {error}; "
+                              f"slowdown threshold unreadable: {error}); set temperature_fail_c")
+
+
+def test_temperature_fail_c_zero_is_a_limit(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    rc, result = run_health(sim_lib_dir, state, tmp_path, temperature_fail_c=0, fail_on="fail")
+    assert rc != 0
+    temps = checks_of(result, "temperature")
+    assert [(c["status"], c["threshold"]["fail"]) for c in temps] == [("fail", 0)] * 8
+    assert result["health"]["failed"] == [f"temperature[gpu {i}]" for i in range(8)]
+
+
+def test_unreadable_kernel_log_fails_the_xid_window(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    fake_tool(tmp_path / "bin", "journalctl", "echo 'Failed to open journal: Permission denied' >&2\nexit 1\n")
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", xid_kernel_log=True,
+                            fail_on="fail")
+    assert rc != 0
+    error = "journalctl -k failed (rc 1): Failed to open journal: Permission denied"
+    assert {"source": "kernel", "error": error, "window_s": 7200} in result["health"]["xid_sources"]
+    xids = checks_of(result, "xid")
+    assert [(c["gpu"]["index"], c["status"]) for c in xids] == [(i, "fail") for i in range(8)]
+    assert xids[0]["message"] == (f"the kernel log could not be read ({error}), so XIDs of the last 7200 s are "
+                                  "unknown (no XID seen through NVML); make journalctl -k readable, or set "
+                                  "xid_kernel_log to false to rely on NVML events of the moment only")
+    assert result["health"]["failed"] == [f"xid[gpu {i}]" for i in range(8)]

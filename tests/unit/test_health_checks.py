@@ -1,4 +1,8 @@
-"""Threshold logic of plugins/module_utils/health_checks.py, as tables of (measurement, thresholds, expected)."""
+"""Threshold logic of plugins/module_utils/health_checks.py, as tables of (measurement, thresholds, expected).
+
+The thresholds are what production uses: the module's ARGUMENT_SPEC validated by Ansible's own argument-spec
+validator (defaults filled in exactly as AnsibleModule does), then the module's ``thresholds()``.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ _COLLECTIONS = Path(__file__).resolve().parents[2] / "collections"
 if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.modules import gpu_health  # noqa: E402
 
 HEALTHY_GPU: dict[str, Any] = {
     "index": 3,
@@ -22,14 +28,16 @@ HEALTHY_GPU: dict[str, Any] = {
     "lost": False,
     "values": {
         "name": "NVIDIA H100 80GB HBM3",
+        "brand": 14,  # NVML_BRAND_NVIDIA (nvml.h): what an H100 reports
         "vbios_version": "96.00.99.00.01",
         "persistence_mode": 1,
+        "ecc_mode": {"current": True, "pending": True},
         "ecc": {"corrected_volatile": 0, "uncorrected_volatile": 0, "corrected_aggregate": 0,
                 "uncorrected_aggregate": 0},
         "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
         "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
         "nvlink": [1] * 18,
-        "temperature": {"gpu": 33, "slowdown": 89, "shutdown": 92},
+        "temperature": {"gpu": 33, "slowdown": 89, "shutdown": 92, "unreadable": {}},
         "clock_event_reasons": 0x1,
         "utilization_gpu": 0,
         "idle": True,
@@ -54,7 +62,10 @@ def gpu_with(**changes: Any) -> dict[str, Any]:
 
 
 def th(**overrides: Any) -> dict[str, Any]:
-    return hc.thresholds_from(overrides)
+    """The thresholds a module call with these parameters evaluates with (production's own path)."""
+    result = ArgumentSpecValidator(gpu_health.ARGUMENT_SPEC).validate(overrides)
+    assert result.error_messages == []
+    return gpu_health.thresholds(result.validated_parameters)
 
 
 def by_name(checks: list[dict], name: str) -> dict:
@@ -82,7 +93,9 @@ GPU_CASES = [
      "ecc_corrected_volatile", "warn", 10001),
     ("ecc-cor-over-fail", {"ecc": {"uncorrected_volatile": 0, "corrected_volatile": 50000001}}, {},
      "ecc_corrected_volatile", "fail", 50000001),
-    ("ecc-unsupported", {"unsupported": ["ecc"]}, {}, "ecc_corrected_volatile", "ok", None),
+    ("ecc-unsupported-no-ecc-board", {"unsupported": ["ecc", "ecc_mode"], "brand": 5}, {},
+     "ecc_corrected_volatile", "ok", None),
+    ("ecc-unsupported-data-centre", {"unsupported": ["ecc"]}, {}, "ecc_corrected_volatile", "fail", None),
     ("retired-na-ampere", {}, {}, "retired_pages", "ok", None),
     ("retired-pending", {"unsupported": [], "retired_pages": {"sbe": 0, "dbe": 1, "pending": True}}, {},
      "retired_pages", "fail", {"sbe": 0, "dbe": 1, "pending": True}),
@@ -160,7 +173,7 @@ def test_healthy_gpu_every_check_ok() -> None:
     checks = hc.check_gpu(gpu_with(), th(idle_expected=True, expected_gpu_models=["H100"]), None)
     assert {c["status"] for c in checks} == {"ok"}
     assert {c["name"] for c in checks} == {
-        "gpu_lost", "gpu_model", "persistence_mode", "ecc_uncorrected_volatile", "ecc_corrected_volatile",
+        "gpu_lost", "gpu_model", "persistence_mode", "ecc_mode", "ecc_uncorrected_volatile", "ecc_corrected_volatile",
         "retired_pages", "remapped_rows", "xid", "pcie_link_width", "pcie_link_gen", "nvlink", "temperature",
         "clock_events", "processes", "mig_layout"}
 
@@ -279,10 +292,10 @@ def test_decode_clock_events(mask: int, names: list[str]) -> None:
     assert hc.decode_clock_events(mask) == names
 
 
-def test_thresholds_from_ignores_unknown_and_none() -> None:
-    got = hc.thresholds_from({"xid_window_s": 60, "temperature_fail_c": None, "fail_on": "never"})
+def test_thresholds_keep_given_values_and_drop_operational_options() -> None:
+    got = th(xid_window_s=60, temperature_fail_c=0, fail_on="never")
     assert got["xid_window_s"] == 60
-    assert got["temperature_fail_c"] is None
+    assert got["temperature_fail_c"] == 0
     assert "fail_on" not in got
 
 
