@@ -84,16 +84,8 @@ options:
 requirements:
   - nvidia-ml-py == 13.615.71 on the managed host
   - an NVIDIA driver with MIG-capable GPUs; C(nvidia-smi) for GPU resets
-attributes:
-  check_mode:
-    support: full
-    description: Returns the plan and whether anything would change; touches nothing.
-  diff_mode:
-    support: full
-    description: One line per GPU (MIG mode, instances with placement and compute instances), before and after.
-  idempotent:
-    support: full
-    description: A host already in the layout gets no action and RV(changed=false).
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.changes
 notes:
   - The layout is checked with the same validator as the controller-side C(gpufleet.nvidia.mig_validate) filter;
     an invalid layout fails with the validator's message before anything is read for planning.

@@ -161,3 +161,69 @@ def test_two_concurrent_applies_never_interleave(lib_dir: Path, tmp_path: Path) 
     results = sorted((json.loads(out)["changed"] for out, _ in outs))
     assert results == [False, True]  # one applied, the other waited and found nothing left to do
     assert mig_layout(state) == [NEW] * 8
+
+
+def transaction_env(lib_dir: Path, state: Path, tmp: Path, stop_delay: float) -> dict[str, str]:
+    """A ``systemctl`` on PATH that records its argv (the recorded commands are what the test checks)."""
+    bin_dir = tmp / "systemctl-bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "systemctl"
+    tool.write_text(f'#!/bin/sh\necho "$*" >> "{tmp}/systemctl.log"\n'
+                    f'[ "$1" = stop ] && sleep {stop_delay}\nexit 0\n', encoding="utf-8")
+    tool.chmod(0o755)
+    env = sim_env(lib_dir, state, tmp, GPUFLEET_MIG_LIB=str(COLLECTIONS))
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return env
+
+
+def request(tmp: Path) -> Path:
+    path = tmp / "mig-request.json"
+    path.write_text(json.dumps({"managed_by": "gpufleet.nvidia.nvidia_mig", "layout_name": "two-3g",
+                                "layout": TWO_3G, "gpu_indexes": None, "allow_reset": True, "gpus": []}),
+                    encoding="utf-8")
+    return path
+
+
+def transaction_argv(tmp: Path) -> list[str]:
+    return [VENV_PYTHON, str(SCRIPT), "--lock-file", str(tmp / "run" / "mig.lock"), "--transaction",
+            "--request", str(request(tmp)), "--state", str(tmp / "mig-state.json"),
+            "--result", str(tmp / "result.json"), "--stop-client=nvidia-persistenced",
+            "--stop-client=nvidia-dcgm"]
+
+
+def test_transaction_stops_applies_restarts_and_records(lib_dir: Path, tmp_path: Path) -> None:
+    state = seven_1g_host(lib_dir, tmp_path)
+    env = transaction_env(lib_dir, state, tmp_path, 0)
+    done = subprocess.run(transaction_argv(tmp_path), env=env, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "systemctl.log").read_text(encoding="utf-8").splitlines() == [
+        "stop nvidia-dcgm", "stop nvidia-persistenced", "start nvidia-persistenced", "start nvidia-dcgm"]
+    record = json.loads((tmp_path / "mig-state.json").read_text(encoding="utf-8"))
+    assert (record["state"], record["layout_name"]) == ("success", "two-3g")
+    assert [[gi["profile_name"] for gi in g["gpu_instances"]] for g in record["gpus"]] == [["3g.40gb"] * 2] * 8
+    outcome = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))
+    assert (outcome["failed"], outcome["stopped_clients"]) == (False, ["nvidia-dcgm", "nvidia-persistenced"])
+    assert mig_layout(state) == [NEW] * 8
+
+
+def test_transaction_terminated_midway_starts_the_clients_again(lib_dir: Path, tmp_path: Path) -> None:
+    state = seven_1g_host(lib_dir, tmp_path)
+    before = state.read_bytes()
+    env = transaction_env(lib_dir, state, tmp_path, 3)
+    proc = subprocess.Popen(transaction_argv(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    log = tmp_path / "systemctl.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "stop nvidia-persistenced" in log.read_text(encoding="utf-8")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.terminate()  # what systemd sends when the unit's RuntimeMaxSec is reached or it is stopped
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "gpufleet-mig-apply: layout 'two-3g' failed: stopped by signal SIGTERM" in err
+    assert log.read_text(encoding="utf-8").splitlines() == [
+        "stop nvidia-dcgm", "stop nvidia-persistenced", "start nvidia-persistenced", "start nvidia-dcgm"]
+    record = json.loads((tmp_path / "mig-state.json").read_text(encoding="utf-8"))
+    assert record["state"] == "failed"
+    assert state.read_bytes() == before  # stopped before the apply began: no GPU touched

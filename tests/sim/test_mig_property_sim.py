@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # a test dependency: missing is an error, never a skip
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "collections") not in sys.path:
