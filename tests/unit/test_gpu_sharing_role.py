@@ -160,3 +160,28 @@ def test_mps_file_and_configmap_load_in_the_plugin(tmp_path: Path) -> None:
     assert {"nvidia.com/device-plugin.config": "mps-4"} in [f.get("nvidia_gpu_sharing_node_labels") for f in facts]
     rc, again = play(tmp_path, extra)
     assert (rc, again["stats"]["localhost"]["changed"]) == (0, 0)
+
+
+def test_warns_when_the_plugin_service_sets_another_mig_strategy(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # localhost has no systemd: a stand-in systemctl prints the unit's Environment= as `systemctl show --value` does
+    # and records its arguments; the role's parsing and warning are what is under test.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/calls"\n'
+                                    'echo "NVIDIA_VISIBLE_DEVICES=all MIG_STRATEGY=single FAIL_ON_INIT_ERROR=true"\n',
+                                    encoding="utf-8")
+    (fake / "systemctl").chmod(0o755)
+    extra = {"nvidia_gpu_sharing_config_path": str(tmp_path / "etc" / "config.yaml"),
+             "nvidia_gpu_sharing_gpus": [gpu(0, "3g.40gb")], "nvidia_gpu_sharing_mig_strategy": "mixed",
+             "nvidia_gpu_sharing_time_slicing": {"resources": [{"name": "nvidia.com/mig-3g.40gb", "replicas": 2}]}}
+    assert play(tmp_path, extra)[0] == 0  # the file is in place: no restart is due on the run below
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    rc, out = play(tmp_path, {**extra, "nvidia_gpu_sharing_restart_service": "nvidia-device-plugin.service"})
+    assert (rc, failures(out)) == (0, [])
+    messages = [h.get("msg") for t in out["plays"][0]["tasks"] for h in t["hosts"].values()]
+    assert ("WARNING nvidia_gpu_sharing: the device plugin's environment sets MIG_STRATEGY=single, which overrides the "
+            "config file's migStrategy mixed: remove MIG_STRATEGY from the plugin's environment or set "
+            "nvidia_gpu_sharing_mig_strategy to single") in messages
+    assert (tmp_path / "calls").read_text(encoding="utf-8") == (
+        "show --property=Environment --value nvidia-device-plugin.service\n")
