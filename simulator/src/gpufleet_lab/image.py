@@ -13,6 +13,7 @@ import logging
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,4 +169,54 @@ def ensure_image(recipe: Recipe | None = None, *, force: bool = False, image: st
     return report
 
 
-__all__ = ["IMAGE", "PACKAGES", "BuildReport", "PodmanError", "Recipe", "debian_mirror", "ensure_image"]
+#: Prepared images: a test host after a converge (e.g. the node baseline), committed so that scenarios whose
+#: subject is another role start from it instead of installing the baseline again. Tagged ``<name>-<digest>``.
+PREPARED_IMAGE = "localhost/gpufleet-testhost-prepared"
+
+
+def tree_digest(paths: Sequence[Path], extra: Mapping[str, str] | None = None, base: Path | None = None) -> str:
+    """Return a short hash of every file under ``paths`` (relative name and content) and of ``extra``.
+
+    ``base`` makes the names relative (so the hash does not depend on where the checkout lives); files under a
+    ``__pycache__`` folder are left out. A path that does not exist is an error: the recipe names it.
+    """
+    sha = hashlib.sha256()
+    for path in sorted(paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is named in the recipe and does not exist")
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*")
+                                                     if p.is_file() and "__pycache__" not in p.parts)
+        for item in files:
+            name = str(item.relative_to(base)) if base is not None else str(item)
+            sha.update(name.encode() + b"\0" + item.read_bytes() + b"\0")
+    sha.update(json.dumps(dict(sorted((extra or {}).items())), sort_keys=True).encode())
+    return sha.hexdigest()[:16]
+
+
+def prepared_image(name: str, digest: str) -> str:
+    """Return the tag of the prepared image ``name`` built from a recipe with hash ``digest``."""
+    return f"{PREPARED_IMAGE}:{name}-{digest}"
+
+
+def image_exists(image: str) -> bool:
+    """Return whether podman has ``image``."""
+    return podman(["image", "exists", image], check=False).returncode == 0
+
+
+def commit_host(container: str, image: str, digest: str) -> None:
+    """Commit a stopped-clean copy of host ``container`` as ``image`` labelled with ``digest``.
+
+    The host's identity goes first (machine id, journal), and it is stopped so that no service writes while the
+    layer is taken. The state document and PCI tree are not part of the layer: each new host gets its own
+    (:func:`gpufleet_lab.hosts.start_hosts`).
+    """
+    podman(["exec", container, "sh", "-c",
+            "systemctl stop systemd-journald.socket systemd-journald.service 2>/dev/null; "
+            "rm -rf /var/log/journal/* /var/lib/nvidia-sim/state.json /etc/ansible/facts.d/gpufleet_lab.fact; "
+            ": > /etc/machine-id; apt-get clean"])
+    podman(["stop", "--time", "10", container])
+    podman(["commit", "--quiet", "--change", f"LABEL {RECIPE_LABEL}={digest}", container, image], timeout=600)
+
+
+__all__ = ["IMAGE", "PACKAGES", "PREPARED_IMAGE", "BuildReport", "PodmanError", "Recipe", "commit_host",
+           "debian_mirror", "ensure_image", "image_exists", "prepared_image", "tree_digest"]
