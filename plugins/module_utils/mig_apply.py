@@ -6,14 +6,18 @@ Shared by the ``gpufleet.nvidia.nvidia_mig`` module and the boot-time re-apply e
 ``nvidia_mig`` role installs (``gpufleet-mig-apply``), so both do exactly the same thing. Nothing here depends
 on Ansible: external commands (the GPU reset) go through a ``run(argv) -> (rc, stdout, stderr)`` callable.
 
-Order of work (all GPUs of the host together):
+Order of work:
 
 1. every busy check, before any change on any GPU (a refused run leaves every GPU as it was);
-2. MIG mode changes (instances of GPUs leaving MIG mode are destroyed first, as NVML requires);
+2. MIG mode changes, GPU by GPU (instances of GPUs leaving MIG mode are destroyed first, as NVML requires);
 3. one ``nvidia-smi -r -i <bus ids>`` for the GPUs whose mode change waits for a reset (when allowed);
-4. compute/GPU instances that the layout does not keep are destroyed;
-5. GPU instances are created at explicit placements, each followed by its compute instances;
-6. the state is read back and planned again: anything left to do fails the run.
+4. GPU by GPU, those that only gain instances first: the instances the layout does not keep are destroyed,
+   then at once the new GPU instances are created at explicit placements, each followed by its compute
+   instances at the validator's CI placements; at most one GPU at a time is short of its old and new layout;
+5. the state is read back and planned again per GPU.
+
+A GPU that cannot be read, or whose NVML call fails, is isolated: the others go on, then the run fails naming
+it, with ``gpu_status`` per GPU. Callers hold :func:`host_lock` so that writers never interleave.
 """
 
 from __future__ import annotations

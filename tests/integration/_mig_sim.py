@@ -132,8 +132,11 @@ def fleet(tmp: Path, hosts: dict[str, str], lib_dir: Path, extra_vars: dict[str,
         hostvars[name] = {
             "ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": str(wrapper),
             "gpufleet_python": str(wrapper), "nvidia_mig_state_file": str(home / "mig-state.json"),
-            "nvidia_mig_boot_apply": False, "__nvidia_mig_lib_dir": str(home / "lib"),
-            "__nvidia_mig_script": str(home / "libexec" / "gpufleet-mig-apply"),
+            "nvidia_mig_boot_apply": False, "nvidia_mig_lib_dir": str(home / "lib"),
+            "nvidia_mig_script": str(home / "libexec" / "gpufleet-mig-apply"),
+            "nvidia_mig_lock_file": str(home / "run" / "mig.lock"),
+            # no systemd here: the transaction runs as a child of the task (the podman hosts run it as a unit)
+            "nvidia_mig_apply_in_unit": False,
         }
     inventory = {"all": {"children": {"gpu_nodes": {"hosts": hostvars}}, "vars": dict(extra_vars or {})}}
     path = tmp / "inventory.yml"
