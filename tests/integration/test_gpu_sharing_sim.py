@@ -129,3 +129,14 @@ def test_without_a_layout_the_devices_are_what_nvml_shows(site: tuple[Path, Path
         "device of this host (it has: nvidia.com/gpu); the device plugin would skip it without a word: fix the name "
         "or the MIG layout. Nothing was changed."]
     assert not (tmp_path / HOST / "dp").exists()
+
+
+def test_after_nvidia_mig_applies_the_layout(site: tuple[Path, Path], tmp_path: Path) -> None:
+    # site.yml's order: the MIG play, then the sharing play; a second run changes nothing.
+    rc, out = play(site, tmp_path, TS)
+    assert (rc, failures(out)) == (0, []), failures(out)
+    assert mig_layout(tmp_path / HOST / "state.json")[0] != []
+    loaded = oracle.load((tmp_path / HOST / "dp" / "config.yaml").read_text(encoding="utf-8"))
+    assert loaded.advertised() == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 2}
+    rc, out = play(site, tmp_path, TS)
+    assert (rc, out["stats"][HOST]["changed"]) == (0, 0)
