@@ -19,15 +19,15 @@ from _toolkit import build_lib, make_state, run_tool, tool_env, write_state
 
 from gpufleet_sim import hardware, store
 
-# MIG User Guide, "List GPU Instances" (one row per instance, 54 columns wide)
+# NVIDIA nvidia-smi 535.261.03 `mig -lgi` (its binary, run by test_real_nvidia_smi_parity.py): 57 columns wide
 LGI_REFERENCE = """\
-+----------------------------------------------------+
-| GPU instances:                                     |
-| GPU   Name          Profile  Instance   Placement  |
-|                       ID       ID       Start:Size |
-|====================================================|
-|   0  MIG 1g.5gb       19        7          0:1     |
-+----------------------------------------------------+"""
++-------------------------------------------------------+
+| GPU instances:                                        |
+| GPU   Name             Profile  Instance   Placement  |
+|                          ID       ID       Start:Size |
+|=======================================================|
+|   0  MIG 1g.5gb          19        7          0:1     |
++-------------------------------------------------------+"""
 # MIG User Guide, "Enable MIG Mode" (a GPU held by a client)
 MIG_PENDING_REFERENCE = (
     "Warning: MIG mode is in pending enable state for GPU 00000000:07:00.0:In use by another client\n"

@@ -57,12 +57,12 @@ def main(argv: list[str], smi_factory: Any = Smi) -> int:
     args = _parser().parse_args(argv)
     smi = smi_factory()
     gpus = smi.select(args.gpu)
-    if args.lgip or args.lgipp:
-        return _list_profiles(smi, gpus, placements=args.lgipp)
     mig_gpus = [g for g in gpus if (smi.mig_mode(g.handle) or (0, 0))[0]]
     if not mig_gpus:
         print(NO_MIG)
         return _common.EXIT_NOT_FOUND
+    if args.lgip or args.lgipp:
+        return _list_profiles(smi, mig_gpus, placements=args.lgipp)
     if args.lgi:
         return _list_gis(smi, mig_gpus, _ids(args.gi))
     if args.cgi is not None:
@@ -81,21 +81,31 @@ def main(argv: list[str], smi_factory: Any = Smi) -> int:
 # ------------------------------------------------------------------------------------------------ GI profiles
 
 
+def gi_profiles_535(smi: Smi, handle: Any) -> list[Any]:
+    """The GPU's GI profiles in the order NVIDIA's 535 nvidia-smi lists them: by slice count, then profile enum.
+
+    NVIDIA's 535 binary on an A100 (``mig -lgip``): 19 (1g.5gb), 20 (1g.5gb+me), 15 (1g.10gb), 14, 9, 5, 0.
+    """
+    return sorted(smi.gi_profiles(handle), key=lambda prof: int(prof.sliceCount))  # stable: enum order kept
+
+
+def gpu_instances_535(smi: Smi, handle: Any) -> list[tuple[Any, Any, Any]]:
+    """``(profile_info, gi_handle, gi_info)`` in 535's order: by profile (as ``-lgip``), then GI id."""
+    rank = {int(prof.id): pos for pos, prof in enumerate(gi_profiles_535(smi, handle))}
+    return sorted(smi.gpu_instances(handle), key=lambda item: (rank.get(int(item[0].id), 99), int(item[2].id)))
+
+
 def _list_profiles(smi: Smi, gpus: list[Gpu], placements: bool) -> int:
     nv = smi.nvml
     lines: list[str] = []
-    bar = "+" + "-" * 79 + "+"
+    bar = "+" + "-" * 77 + "+"
     if not placements:
-        lines += [bar, f"| {'GPU instance profiles:':<78}|",
-                  "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |",
-                  "|                                Free/Total   GiB              CE    JPEG  OFA  |",
-                  "|" + "=" * 79 + "|"]
-    supported = False
+        lines += [bar, f"| {'GPU instance profiles:':<76}|",
+                  "| GPU   Name             ID    Instances   Memory     P2P    SM    DEC   ENC  |",
+                  "|                              Free/Total   GiB              CE    JPEG  OFA  |",
+                  "|" + "=" * 77 + "|"]
     for gpu in gpus:
-        if smi.mig_mode(gpu.handle) is None:
-            continue
-        supported = True
-        for prof in smi.gi_profiles(gpu.handle):
+        for prof in gi_profiles_535(smi, gpu.handle):
             name = profile_name(prof)
             if placements:
                 lines.append(_placement_line(smi, gpu, prof))
@@ -103,14 +113,11 @@ def _list_profiles(smi: Smi, gpus: list[Gpu], placements: bool) -> int:
             free = smi.call(nv.nvmlDeviceGetGpuInstanceRemainingCapacity, gpu.handle, prof.id, default=0)
             mem = f"{int(prof.memorySizeMB) / 1024:.2f}"
             p2p = "Yes" if int(getattr(prof, "isP2pSupported", 0)) else "No"
-            lines.append(f"|  {gpu.index:>2}  MIG {name:<14} {prof.id:>3}   {f'{free}/{prof.instanceCount}':>5}"
+            lines.append(f"|  {gpu.index:>2}  MIG {name:<13}{prof.id:>3}   {f'{free}/{prof.instanceCount}':>5}"
                          f"        {mem:<10} {p2p:<6}{prof.multiprocessorCount:>3}   {prof.decoderCount:>3}"
                          f"   {prof.encoderCount:>3}   |")
-            lines.append(f"|{'':61}{prof.copyEngineCount:>3}   {prof.jpegCount:>3}   {prof.ofaCount:>3}   |")
+            lines.append(f"|{'':59}{prof.copyEngineCount:>3}   {prof.jpegCount:>3}   {prof.ofaCount:>3}   |")
             lines.append(bar)
-    if not supported:
-        print(NO_MIG)
-        return _common.EXIT_NOT_FOUND
     print("\n".join(lines))
     return _common.EXIT_OK
 
@@ -134,20 +141,20 @@ def _placement_line(smi: Smi, gpu: Gpu, prof: Any) -> str:
 def _list_gis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None) -> int:
     rows = []
     for gpu in gpus:
-        for prof, _gi, info in smi.gpu_instances(gpu.handle):
+        for prof, _gi, info in gpu_instances_535(smi, gpu.handle):
             if gi_ids is None or int(info.id) in gi_ids:
                 rows.append((gpu, prof, info))
     if not rows:
         print("No GPU instances found: Not Found")
         return _common.EXIT_NOT_FOUND
-    bar = "+" + "-" * 52 + "+"
-    lines = [bar, "| GPU instances:                                     |",
-             "| GPU   Name          Profile  Instance   Placement  |",
-             "|                       ID       ID       Start:Size |",
-             "|" + "=" * 52 + "|"]
+    bar = "+" + "-" * 55 + "+"
+    lines = [bar, "| GPU instances:                                        |",
+             "| GPU   Name             Profile  Instance   Placement  |",
+             "|                          ID       ID       Start:Size |",
+             "|" + "=" * 55 + "|"]
     for gpu, prof, info in rows:
         place = f"{info.placement.start}:{info.placement.size}"
-        lines.append(f"|  {gpu.index:>2}  MIG {profile_name(prof):<12}{prof.id:>3}{info.id:>9}{place:>13}     |")
+        lines.append(f"|  {gpu.index:>2}  MIG {profile_name(prof):<15}{prof.id:>3}{info.id:>9}{place:>13}     |")
         lines.append(bar)
     print("\n".join(lines))
     return _common.EXIT_OK
@@ -225,7 +232,7 @@ def _destroy_gis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None) -> int:
 
 
 def _selected_gis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None) -> list[tuple[Gpu, Any, Any, Any]]:
-    return [(gpu, prof, gi, info) for gpu in gpus for prof, gi, info in smi.gpu_instances(gpu.handle)
+    return [(gpu, prof, gi, info) for gpu in gpus for prof, gi, info in gpu_instances_535(smi, gpu.handle)
             if gi_ids is None or int(info.id) in gi_ids]
 
 

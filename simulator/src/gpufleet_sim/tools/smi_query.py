@@ -72,6 +72,12 @@ def _memory(attr: str) -> Getter:
     return lambda s, g: _mib(getattr(s.nvml.nvmlDeviceGetMemoryInfo(g.handle), attr))
 
 
+def _used(s: Smi, g: Gpu) -> Any:
+    """535's ``memory.used``: what processes and contexts use, without the driver's reserve (memory_v2.used)."""
+    info = s.call(s.nvml.nvmlDeviceGetMemoryInfo, g.handle, s.nvml.nvmlMemory_v2)
+    return _mib(s.nvml.nvmlDeviceGetMemoryInfo(g.handle).used) if info == NA else _mib(info.used)
+
+
 def _reserved(s: Smi, g: Gpu) -> Any:
     info = s.call(s.nvml.nvmlDeviceGetMemoryInfo, g.handle, s.nvml.nvmlMemory_v2)
     return NA if info == NA else _mib(info.reserved)
@@ -125,7 +131,7 @@ def _fields() -> dict[str, tuple[str, Getter]]:
         "mig.mode.current": ("", _mig(0)),
         "mig.mode.pending": ("", _mig(1)),
         "memory.total": ("MiB", _memory("total")),
-        "memory.used": ("MiB", _memory("used")),
+        "memory.used": ("MiB", _used),
         "memory.free": ("MiB", _memory("free")),
         "memory.reserved": ("MiB", _reserved),
         "utilization.gpu": ("%", lambda s, g: s.nvml.nvmlDeviceGetUtilizationRates(g.handle).gpu),
@@ -133,17 +139,17 @@ def _fields() -> dict[str, tuple[str, Getter]]:
         "ecc.mode.current": ("", _ecc_mode(0)),
         "ecc.mode.pending": ("", _ecc_mode(1)),
         "temperature.gpu": ("", _temp),
-        "temperature.memory": ("", lambda s, g: NA),
+        "temperature.memory": ("", lambda s, g: "N/A"),  # 535 prints it bare
         "power.draw": ("W", lambda s, g: _watts(s.call(s.nvml.nvmlDeviceGetPowerUsage, g.handle))),
         "power.limit": ("W", lambda s, g: _watts(s.call(s.nvml.nvmlDeviceGetPowerManagementLimit, g.handle))),
         "enforced.power.limit": ("W", lambda s, g: _watts(s.call(s.nvml.nvmlDeviceGetEnforcedPowerLimit, g.handle))),
-        "clocks.gr": ("MHz", _clock(0)),
-        "clocks.sm": ("MHz", _clock(1)),
-        "clocks.mem": ("MHz", _clock(2)),
-        "clocks.video": ("MHz", _clock(3)),
-        "clocks.max.gr": ("MHz", _clock(0, True)),
+        "clocks.current.graphics": ("MHz", _clock(0)),
+        "clocks.current.sm": ("MHz", _clock(1)),
+        "clocks.current.memory": ("MHz", _clock(2)),
+        "clocks.current.video": ("MHz", _clock(3)),
+        "clocks.max.graphics": ("MHz", _clock(0, True)),
         "clocks.max.sm": ("MHz", _clock(1, True)),
-        "clocks.max.mem": ("MHz", _clock(2, True)),
+        "clocks.max.memory": ("MHz", _clock(2, True)),
         "pcie.link.gen.current": ("", lambda s, g: s.call(s.nvml.nvmlDeviceGetCurrPcieLinkGeneration, g.handle)),
         "pcie.link.gen.max": ("", lambda s, g: s.call(s.nvml.nvmlDeviceGetMaxPcieLinkGeneration, g.handle)),
         "pcie.link.gen.gpumax": ("", lambda s, g: s.call(s.nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, g.handle)),
@@ -167,13 +173,13 @@ def _hex64(value: Any) -> str:
 
 
 FIELDS = _fields()
+# the other names NVIDIA's 535 accepts for a field; its CSV header prints the canonical name (checked with its binary)
 ALIASES = {
     "gpu_name": "name", "gpu_serial": "serial", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id",
-    "inforom.image": "inforom.img", "memory.reserved": "memory.reserved",
-    "clocks.current.graphics": "clocks.gr", "clocks.graphics": "clocks.gr", "clocks.current.sm": "clocks.sm",
-    "clocks.current.memory": "clocks.mem", "clocks.memory": "clocks.mem", "clocks.current.video": "clocks.video",
-    "clocks.max.graphics": "clocks.max.gr", "clocks.max.memory": "clocks.max.mem",
-    "power.management.limit": "power.limit", "pci.sub_device_id": "pci.sub_device_id",
+    "inforom.image": "inforom.img",
+    "clocks.gr": "clocks.current.graphics", "clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory",
+    "clocks.video": "clocks.current.video", "clocks.max.gr": "clocks.max.graphics",
+    "clocks.max.mem": "clocks.max.memory",
 }
 for _bit, _label, _level, _suffix in EVENT_REASONS:
     ALIASES[f"clocks_throttle_reasons.{_suffix}"] = f"clocks_event_reasons.{_suffix}"

@@ -124,7 +124,7 @@ def _gpu_section(smi: Smi, gpu: Gpu) -> list[str]:
     out += [_line(1, "FB Memory Usage"),
             _line(2, "Total", f"{_mib(mem.total)} MiB"),
             _line(2, "Reserved", NA if reserved == NA else f"{reserved} MiB"),
-            _line(2, "Used", f"{_mib(mem.used)} MiB"),
+            _line(2, "Used", f"{_field(smi, gpu, 'memory.used')} MiB"),
             _line(2, "Free", f"{_mib(mem.free)} MiB"),
             _line(1, "Compute Mode", COMPUTE_MODES.get(smi.call(nv.nvmlDeviceGetComputeMode, h), NA)),
             _line(1, "Utilization"),
@@ -152,14 +152,14 @@ def _gpu_section(smi: Smi, gpu: Gpu) -> list[str]:
             _line(2, "Current Power Limit", _watts(_field(smi, gpu, "enforced.power.limit"))),
             _line(2, "Requested Power Limit", _watts(_field(smi, gpu, "power.limit"))),
             _line(1, "Clocks"),
-            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.gr"))),
-            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.sm"))),
-            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.mem"))),
-            _line(2, "Video", _mhz(_field(smi, gpu, "clocks.video"))),
+            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.current.graphics"))),
+            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.current.sm"))),
+            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.current.memory"))),
+            _line(2, "Video", _mhz(_field(smi, gpu, "clocks.current.video"))),
             _line(1, "Max Clocks"),
-            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.max.gr"))),
+            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.max.graphics"))),
             _line(2, "SM", _mhz(_field(smi, gpu, "clocks.max.sm"))),
-            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.max.mem")))]
+            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.max.memory")))]
     out += _processes(smi, gpu)
     return out
 
@@ -237,42 +237,66 @@ def _proc_name(pid: int) -> str:
 
 
 def summary(smi: Smi, gpus: list[Gpu]) -> str:
-    """The default ``nvidia-smi`` table (shortened to the columns scripts look at)."""
-    bar = "+-----------------------------------------------------------------------------------------+"
+    """The default ``nvidia-smi`` table as NVIDIA's 535 draws it (columns checked against its binary)."""
+    bar = "+" + "-" * 87 + "+"
+    cells = "+-----------------------------------------+----------------------+----------------------+"
     out = [time.strftime("%a %b %d %H:%M:%S %Y"), bar,
-           f"| NVIDIA-SMI {smi.driver_version():<22} Driver Version: {smi.driver_version():<15}"
-           f" CUDA Version: {smi.cuda_version():<8}|",
-           "|-----------------------------------------+------------------------+----------------------+",
-           "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
-           "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
-           "|                                         |                        |               MIG M. |",
-           "|=========================================+========================+======================|"]
+           f"| NVIDIA-SMI {smi.driver_version():<23}Driver Version: {smi.driver_version():<13}"
+           f"CUDA Version: {smi.cuda_version():<9}|",
+           "|-----------------------------------------+----------------------+----------------------+",
+           "| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+           "| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |",
+           "|                                         |                      |               MIG M. |",
+           "|=========================================+======================+======================|"]
     for gpu in gpus:
         name = str(_field(smi, gpu, "name"))[:24]
         pm = "On" if _field(smi, gpu, "persistence_mode") == "Enabled" else "Off"
-        ecc = _field(smi, gpu, "ecc.errors.uncorrected.volatile.total")
+        mig = _field(smi, gpu, "mig.mode.current")
+        # a MIG GPU counts ECC errors per MIG device: 535 prints "On" in the GPU's cell
+        ecc = "On" if mig == "Enabled" else _field(smi, gpu, "ecc.errors.uncorrected.volatile.total")
         temp, pstate = _field(smi, gpu, "temperature.gpu"), _field(smi, gpu, "pstate")
-        draw, cap = _field(smi, gpu, "power.draw"), _field(smi, gpu, "enforced.power.limit")
+        draw, cap = _field(smi, gpu, "power.draw"), _field(smi, gpu, "power.limit")
         power = f"{float(draw):.0f}W / {float(cap):.0f}W" if NA not in (draw, cap) else "N/A / N/A"
         used, total = _field(smi, gpu, "memory.used"), _field(smi, gpu, "memory.total")
         util = _field(smi, gpu, "utilization.gpu")
         mode = _field(smi, gpu, "compute_mode")
-        mig = _field(smi, gpu, "mig.mode.current")
-        out += [f"| {gpu.index:>3}  {name:<24} {pm:>9} | {gpu.bus_id} {'Off':>5} | {ecc!s:>20} |",
-                f"| N/A  {temp!s:>3}C  {pstate:<6}{power:>22} | {f'{used}MiB / {total}MiB':>22} |"
-                f" {f'{util}%':>8} {mode:>11} |",
-                f"|{'':41}|{'':24}| {mig:>20} |", bar]
-    out += ["", bar, "| Processes:                                                                              |",
-            "|" + "  GPU   GI   CI              PID   Type   Process name".ljust(77) + "GPU Memory |",
-            "|" + "        ID   ID".ljust(77) + "Usage      |",
-            "|=========================================================================================|"]
+        out += [f"| {gpu.index:>3}  {name:<24}{pm:>10} | {gpu.bus_id} {'Off':>3} | {ecc!s:>20} |",
+                f"| {'N/A':<3}{temp!s:>5}C    {pstate:<2}{power:>24} | {f'{used}MiB / {total}MiB':>20} |"
+                f"{f'{util}%':>8}{mode:>13} |",
+                f"|{'':41}|{'':22}| {mig:>20} |", cells]
+    out += _mig_devices(smi, gpus, bar)
+    out += ["", bar, "| Processes:                                                                            |",
+            "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |",
+            "|        ID   ID                                                             Usage      |",
+            "|" + "=" * 87 + "|"]
     rows = [(g.index, r) for g in gpus for r in process_rows(smi, g)]
     if not rows:
-        out.append("|  No running processes found                                                             |")
+        out.append("|  No running processes found                                                           |")
     for index, (pid, name, used, gi, ci) in rows:
-        out.append(f"| {index:>4} {gi!s:>4} {ci!s:>4} {pid:>16} {'C':>6}   {name:<35} {f'{used}MiB':>10} |")
+        out.append(f"|{index:>5}   {gi!s:>3}  {ci!s:>3}{pid:>10}{'C':>7}   {name[:40]:<40}{f'{used}MiB':>10} |")
     out.append(bar)
     return "\n".join(_fit(line, len(bar)) for line in out)
+
+
+def _mig_devices(smi: Smi, gpus: list[Gpu], bar: str) -> list[str]:
+    """535's "MIG devices" table: drawn when a GPU is in MIG mode."""
+    if not any(_field(smi, g, "mig.mode.current") == "Enabled" for g in gpus):
+        return []
+    out = ["", bar, f"| {'MIG devices:':<86}|",
+           "+------------------+--------------------------------+-----------+-----------------------+",
+           "| GPU  GI  CI  MIG |                   Memory-Usage |        Vol|      Shared           |",
+           "|      ID  ID  Dev |                     BAR1-Usage | SM     Unc| CE ENC DEC OFA JPG    |",
+           "|                  |                                |        ECC|                       |",
+           "|==================+================================+===========+=======================|"]
+    rows = mig_device_rows(smi, gpus)
+    if not rows:
+        out += ["|  No MIG devices found                                                                 |", bar]
+    return out + rows
+
+
+def mig_device_rows(smi: Smi, gpus: list[Gpu]) -> list[str]:
+    """The rows of 535's MIG device table (none while the library reports no BAR1 for a MIG device)."""
+    return []
 
 
 def _fit(line: str, width: int) -> str:
