@@ -113,3 +113,17 @@ def test_include_vars_fails_the_run_on_a_missing_file(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"Could not find or access '{tmp_path}/missing.yml'" in proc.stdout
     assert "reached" not in proc.stdout.replace("Not reached", "")
+
+
+#: a role's internal variables (`__<role>_...`): playbooks use its public facts and variables, never these
+ROLE_INTERNALS = re.compile(r"\b__(?:gpu_health|gpufleet|nvidia_\w+?|nvml_python)_\w+")
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: str(p.relative_to(MOLECULE)))
+def test_no_role_internals_read(path: Path) -> None:
+    assert ROLE_INTERNALS.findall(path.read_text(encoding="utf-8")) == []
+
+
+def test_role_internals_are_recognised() -> None:
+    text = "that: 0 not in __nvidia_mig_result.changed_gpus and __side_record and __gpu_health_report"
+    assert ROLE_INTERNALS.findall(text) == ["__nvidia_mig_result", "__gpu_health_report"]
