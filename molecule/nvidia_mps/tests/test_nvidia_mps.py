@@ -1,10 +1,12 @@
-"""Testinfra checks (podman backend) of the nvidia_mps scenario: one MPS daemon per GPU, answering, with limits."""
+"""Testinfra checks (podman backend) of the nvidia_mps scenario: one MPS daemon per GPU, answering, with limits;
+the device plugin's MPS sharing config (nvidia_gpu_sharing)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import yaml
 
 STATE = "/var/lib/nvidia-sim/state.json"
 CONTROL = "/usr/bin/nvidia-cuda-mps-control"
@@ -60,3 +62,13 @@ def test_side_effect_left_no_client_and_daemons_up(host) -> None:
         servers = _ask(host, uuid, "get_server_list").split()
         clients = [c for s in servers for c in _ask(host, uuid, f"'get_client_list {s}'").split()]
         assert clients == []
+
+
+def test_device_plugin_config_shares_each_gpu_with_mps(host) -> None:
+    # NVIDIA k8s-device-plugin config v1: sharing.mps.resources, and the MPS root the plugin needs with MPS
+    config = host.file("/etc/nvidia-device-plugin/config.yaml")
+    assert (config.user, config.mode) == ("root", 0o644)
+    doc = yaml.safe_load(config.content_string)
+    assert doc["version"] == "v1"
+    assert doc["flags"]["mpsRoot"] == "/run/nvidia/mps"
+    assert [(r["name"], r["replicas"]) for r in doc["sharing"]["mps"]["resources"]] == [("nvidia.com/gpu", 2)]
