@@ -16,11 +16,8 @@ REPO = Path(__file__).resolve().parents[3]
 ROLES = REPO / "roles"
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _collection_plugins() -> None:
-    """Let the templating engine find gpufleet.nvidia.* filters, as ansible-playbook does from ansible.cfg."""
-    from ansible.plugins.loader import init_plugin_loader
-    init_plugin_loader([str(REPO / "collections")])
+# The templating engine finds gpufleet.nvidia.* filters through the collection loader that tests/conftest.py
+# installs before any test module is imported.
 
 
 def trust(value: Any) -> Any:
