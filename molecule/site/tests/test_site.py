@@ -1,14 +1,22 @@
-"""Testinfra checks (podman backend) of the site scenario: every baseline role did its part on each host."""
+"""Testinfra checks (podman backend) of the site scenario: every stage of site.yml did its part on each host.
+
+Baseline (driver, fabric manager, toolkit, NVML bindings) everywhere; MIG on the A30 host; MPS on the L40S host;
+the device plugin's sharing config on the H100 (time-slicing) and L40S (MPS) hosts; DCGM + exporter and a
+healthy health verdict everywhere. Expected values come from the platforms (molecule.yml), the sim inventory's
+group_vars (MIG layout `balanced`, MPS) and this scenario's host_vars, never from the roles.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.request
 
 import pytest
+import yaml
 
 #: Each platform's preset (molecule.yml): GPUs and whether it has NVSwitches.
-EXPECTED = {"site-h100": (8, True), "site-l40s": (2, False)}
+EXPECTED = {"site-h100": (8, True), "site-a30": (4, False), "site-l40s": (2, False)}
 SMI_LINE = re.compile(r"^GPU \d+: .+ \(UUID: (GPU-[0-9a-f-]+)\)$")
 
 
@@ -69,3 +77,74 @@ def test_blacklist_and_source(host) -> None:
     assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert "Signed-By: /usr/share/keyrings/gpufleet-" in host.file(
         "/etc/apt/sources.list.d/gpufleet-127-0-0-1-8765.sources").content_string
+
+
+#: the ampere group's MIG layout `balanced`, A30 entry: on every GPU
+A30_GPU_INSTANCES = {"2g.12gb": 1, "1g.6gb": 2}
+#: `nvidia-smi mig -lgi` rows: GPU, name, profile id, instance id, placement
+LGI_ROW = re.compile(r"^\|\s+(\d+)\s+MIG (\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s+\|$")
+#: host -> (sharing kind in the device plugin's config, replicas), from host_vars/; None: no config
+SHARING = {"site-h100": ("timeSlicing", 4), "site-a30": None, "site-l40s": ("mps", 2)}
+
+
+def _address(host) -> str:
+    return json.loads(host.file("/etc/ansible/facts.d/gpufleet_lab.fact").content_string)["loopback"]
+
+
+def test_mig_layout_only_on_the_ampere_host(host) -> None:
+    counts: dict[int, dict[str, int]] = {}
+    out = host.run("nvidia-smi mig -lgi")
+    for line in out.stdout.splitlines():
+        match = LGI_ROW.match(line.strip())
+        if match:
+            per_gpu = counts.setdefault(int(match.group(1)), {})
+            per_gpu[match.group(2)] = per_gpu.get(match.group(2), 0) + 1
+    if _name(host) == "site-a30":
+        assert counts == dict.fromkeys(range(4), A30_GPU_INSTANCES)
+        record = json.loads(host.file("/etc/gpufleet/mig-state.json").content_string)
+        assert (record["state"], record["layout_name"]) == ("success", "balanced")
+    else:
+        assert counts == {}
+        assert not host.file("/etc/gpufleet/mig-state.json").exists
+
+
+def test_mps_only_on_the_ada_host(host) -> None:
+    service = host.service("nvidia-mps.service")
+    if _name(host) == "site-l40s":
+        assert service.is_running
+        assert service.is_enabled
+        answer = host.check_output("echo get_default_active_thread_percentage | "
+                                   "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps /usr/bin/nvidia-cuda-mps-control")
+        assert answer == "50.0"
+    else:
+        assert not service.is_running
+
+
+def test_device_plugin_sharing_config(host) -> None:
+    config = host.file("/etc/nvidia-device-plugin/config.yaml")
+    expected = SHARING[_name(host)]
+    if expected is None:
+        assert not config.exists
+        return
+    kind, replicas = expected
+    doc = yaml.safe_load(config.content_string)
+    assert doc["version"] == "v1"
+    assert list(doc["sharing"]) == [kind]
+    assert [(r["name"], r["replicas"]) for r in doc["sharing"][kind]["resources"]] == [("nvidia.com/gpu", replicas)]
+
+
+def test_dcgm_host_engine_and_exporter(host) -> None:
+    address = _address(host)
+    for unit in ("nvidia-dcgm", "nvidia-dcgm-exporter"):
+        assert host.service(unit).is_running, unit
+        assert host.service(unit).is_enabled, unit
+    with urllib.request.urlopen(f"http://{address}:9400/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    gpus = set(re.findall(r'(?m)^DCGM_FI_DEV_GPU_TEMP\{[^}]*\bgpu="(\d+)"', metrics))
+    assert gpus == {str(i) for i in range(EXPECTED[_name(host)][0])}
+
+
+def test_health_verdict_is_ok(host) -> None:
+    report = json.loads(host.file("/var/lib/gpufleet/health.json").content_string)
+    assert report["status"] == "ok", [c for c in report["checks"] if c["status"] != "ok"]
+    assert report["gpu_count"] == EXPECTED[_name(host)][0]
