@@ -78,3 +78,15 @@ def test_mig_device_uuid_is_uuid5_of_the_gpu_uuid() -> None:
     expected = "MIG-" + str(uuid.uuid5(uuid.UUID(gpu[4:]), "7/0"))
     assert mig_device_uuid(gpu, 7, 0) == expected
     assert mig_device_uuid(gpu, 7, 1) != expected
+
+
+# BAR1 aperture per board, MiB: what nvidia-smi -q reports under "BAR1 Memory Usage / Total" in public transcripts
+# (inferred; no NVIDIA document states it). NVIDIA's 535 binary lists MIG devices only where BAR1 is reported.
+BAR1_TOTAL_MIB = {"8xH100-NVSwitch": 131072, "8xA100": 131072, "4xA30": 32768, "2xL40S": 65536, "1xH200": 262144,
+                  "2xA100-40GB": 65536, "1xT4": 256}
+
+
+@pytest.mark.parametrize("preset", list(BAR1_TOTAL_MIB))
+def test_presets_write_bar1(preset: str) -> None:
+    gpus = build_state(preset, "host-a")["gpus"]
+    assert [g["bar1"] for g in gpus] == [{"total_mib": BAR1_TOTAL_MIB[preset], "used_mib": 1}] * len(gpus)

@@ -127,6 +127,7 @@ def build_gpu(model_name: str, index: int, host_seed: str, bus: int) -> dict[str
         },
         "memory": {"total_mib": model["memory"]["total_mib"], "reserved_mib": model["memory"]["reserved_mib"],
                    "used_mib": 0},
+        "bar1": {"total_mib": model["bar1"]["total_mib"], "used_mib": model["bar1"]["idle_used_mib"]},
         "persistence_mode": 0,
         "compute_mode": 0,
         "performance_state": 0,

@@ -295,8 +295,35 @@ def _mig_devices(smi: Smi, gpus: list[Gpu], bar: str) -> list[str]:
 
 
 def mig_device_rows(smi: Smi, gpus: list[Gpu]) -> list[str]:
-    """The rows of 535's MIG device table (none while the library reports no BAR1 for a MIG device)."""
-    return []
+    """The rows of 535's MIG device table, by MIG device index (as NVIDIA's binary draws them on the simulator).
+
+    Like 535, a MIG device whose BAR1 the library cannot report is left out.
+    """
+    nv = smi.nvml
+    sep = "+------------------+--------------------------------+-----------+-----------------------+"
+    rows: list[str] = []
+    for gpu in gpus:
+        if _field(smi, gpu, "mig.mode.current") != "Enabled":
+            continue
+        for dev in range(int(smi.call(nv.nvmlDeviceGetMaxMigDeviceCount, gpu.handle, default=0))):
+            try:
+                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(gpu.handle, dev)
+                bar1 = nv.nvmlDeviceGetBAR1MemoryInfo(mig)
+            except nv.NVMLError:
+                continue
+            gi, ci = nv.nvmlDeviceGetGpuInstanceId(mig), nv.nvmlDeviceGetComputeInstanceId(mig)
+            mem = nv.nvmlDeviceGetMemoryInfo(mig)
+            attrs = nv.nvmlDeviceGetAttributes_v2(mig)
+            # the state counts ECC errors per GPU: a MIG device shows its GPU's volatile uncorrected total
+            ecc = _field(smi, gpu, "ecc.errors.uncorrected.volatile.total")
+            usage = f"{_mib(mem.used)}MiB / {_mib(mem.total):>5}MiB"
+            bar1_usage = f"{_mib(bar1.bar1Used)}MiB / {_mib(bar1.bar1Total):>5}MiB"
+            sms = attrs.multiprocessorCount
+            rows += [f"|{gpu.index:>3}{gi:>5}{ci:>4}{dev:>4}  |{usage:>30}  | {sms:<3}{ecc!s:>6} |"
+                     f"{attrs.sharedCopyEngineCount:>3}{attrs.sharedEncoderCount:>4}{attrs.sharedDecoderCount:>5}"
+                     f"{attrs.sharedOfaCount:>5}{attrs.sharedJpegCount:>5} |",
+                     f"|{'':18}|{bar1_usage:>30}  |{'':11}|{'':23}|", sep]
+    return rows
 
 
 def _fit(line: str, width: int) -> str:
