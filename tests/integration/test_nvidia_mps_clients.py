@@ -162,3 +162,14 @@ def test_unit_not_running_has_no_clients(lab: dict[str, Any]) -> None:
     rc, tasks = check_clients(lab)
     assert rc == 0, tasks
     assert tasks["List the clients of each daemon"]["results"][0]["stdout"] == ""
+
+
+def test_daemon_that_fails_on_stderr_only_is_refused(lab: dict[str, Any]) -> None:
+    """The false green of before: an error on stderr, nothing on stdout, read as "no clients"."""
+    unit_state(lab, active=True)
+    lab["control"].write_text("#!/bin/sh\necho 'connect: Connection refused' >&2\nexit 1\n", encoding="utf-8")
+    rc, tasks = check_clients(lab)
+    assert rc == 2
+    assert tasks["Refuse while a running daemon does not answer"]["msg"].startswith(
+        f"nvidia_mps: {UNIT} is running but its MPS control daemon does not answer (rc 1: connect: Connection "
+        "refused), so nothing can tell whether it serves clients")
