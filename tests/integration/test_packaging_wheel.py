@@ -184,3 +184,28 @@ def test_ansible_finds_the_installed_collection_by_itself(venv, clean_env, tmp_p
     declared = yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"]
     assert declared
     assert sorted(set(declared) - set(found[str(site_packages / "ansible_collections")])) == []
+
+
+def test_offline_mig_validation_runs_from_the_wheel_alone(venv, clean_env, tmp_path):
+    """`gpufleet mig validate` needs no checkout and no host: the validator comes with the installed collection."""
+    layouts = tmp_path / "layouts.yml"
+    layouts.write_text(
+        "nvidia_mig_layouts:\n"
+        "  good:\n    - {devices: all, mig_enabled: true, gpu_instances: {3g.40gb: 2}}\n"
+        "  bad:\n    - {devices: all, mig_enabled: true, gpu_instances: {1g.10gb: 8}}\n",
+        encoding="utf-8",
+    )
+    gpufleet = str(venv / "bin" / "gpufleet")
+    good = _run([gpufleet, "mig", "validate", str(layouts), "--layout", "good", "--model", "A100-SXM4-80GB",
+                 "--gpus", "1", "--json"], cwd=tmp_path, env=clean_env)
+    report = json.loads(good.stdout)
+    assert report["valid"] is True
+    # NVIDIA's MIG user guide, A100 80GB: two 3g.40gb instances take the placements starting at slices 0 and 4.
+    assert [(gi["profile"], gi["start"]) for gi in report["layouts"]["good"][0]["gpu_instances"]] == [
+        ("3g.40gb", 0), ("3g.40gb", 4)]
+    bad = subprocess.run([gpufleet, "mig", "validate", str(layouts), "--layout", "bad", "--model", "A100-SXM4-80GB",
+                          "--gpus", "1", "--json"], cwd=tmp_path, env=clean_env, capture_output=True, text=True,
+                         check=False)
+    assert bad.returncode == 4, bad.stdout + bad.stderr
+    # The A100 80GB offers at most seven 1g.10gb instances (NVIDIA's MIG user guide, supported profiles).
+    assert "offers at most 7 x 1g.10gb" in json.loads(bad.stdout)["error"]
