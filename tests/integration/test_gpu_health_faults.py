@@ -52,7 +52,7 @@ def sim_lib_dir() -> Path:
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    presets = pytest.importorskip("gpufleet_sim.presets")
+    from gpufleet_sim import presets  # in-repo: a failed import is a failure, never a skip
     doc = presets.build_state(PRESET, 1)
     for gpu in doc["gpus"]:  # a provisioned host: nvidia-persistenced has turned persistence mode on
         gpu["persistence_mode"] = 1

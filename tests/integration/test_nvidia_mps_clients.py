@@ -47,7 +47,7 @@ PLAYBOOK = """
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A pipe directory, the simulated control program, a stand-in systemctl and the playbook."""
-    presets = pytest.importorskip("gpufleet_sim.presets")
+    from gpufleet_sim import presets  # in-repo: a failed import is a failure, never a skip
     doc = presets.build_state("8xH100-NVSwitch", 3)
     doc["require_root"] = False
     state = store.create(tmp_path / "state.json", doc)
