@@ -48,7 +48,10 @@ def test_runtime_restarted_once_for_its_config(host, unit: str) -> None:
 
 def test_cdi_spec_lists_the_hosts_gpus(host) -> None:
     state = json.loads(host.file("/var/lib/nvidia-sim/state.json").content_string)
-    assert host.file("/etc/cdi/nvidia.yaml").exists
+    # the toolkit ships nvidia-cdi-refresh.service: that unit owns the spec, at the path it writes; no static
+    # spec beside it (it would keep naming devices that are gone)
+    assert host.file("/var/run/cdi/nvidia.yaml").exists
+    assert not host.file("/etc/cdi/nvidia.yaml").exists
     listed = host.check_output("nvidia-ctk cdi list").splitlines()
     for gpu in state["gpus"]:
         assert f"nvidia.com/gpu={gpu['uuid']}" in listed

@@ -68,6 +68,20 @@ def test_cdi_names_every_gpu(host) -> None:
     assert all(f"nvidia.com/gpu={g['uuid']}" in listed for g in state["gpus"])
 
 
+def test_cdi_names_exactly_the_mig_devices_that_exist(host) -> None:
+    """The MIG play runs after the toolkit's: the spec must follow the layout, not the GPUs as they were before it.
+
+    Truth is ``nvidia-smi -L`` after the run; the A30 host must list MIG devices at all (4 GPUs x 3 instances of
+    layout ``balanced``), the others none.
+    """
+    smi = host.check_output("nvidia-smi -L")
+    existing = set(re.findall(r"\(UUID: (MIG-[0-9a-f-]+)\)", smi))
+    listed = {line.split("=", 1)[1] for line in host.check_output("nvidia-ctk cdi list").splitlines()
+              if line.startswith("nvidia.com/gpu=MIG-")}
+    assert len(existing) == (12 if _name(host) == "site-a30" else 0), smi
+    assert listed == existing
+
+
 def test_nvml_bindings_see_the_gpus(host) -> None:
     script = "import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetCount())"
     assert int(host.check_output(f'/opt/gpufleet/venv/bin/python3 -c "{script}"')) == EXPECTED[_name(host)][0]
