@@ -489,7 +489,7 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
             continue
         parsed_cis = [_ci_specs(model, profiles[name], one, where, problems) for one in lists]
         if all(s is not None for s in parsed_cis):
-            cis[name] = [s for s in parsed_cis if s is not None]
+            cis[profiles[name].name] = [s for s in parsed_cis if s is not None]  # a driver's alias -> the profile
     if len(problems) > before:
         return None
     occupied = [(start, profiles[name].memory_slices) for name, start in pinned]

@@ -98,6 +98,8 @@ def _existing(model: GpuModel | None, raw: Mapping[str, Any]) -> ExistingGi:
     name = raw.get("profile") or raw.get("profile_name")
     if name:
         profile = parse_profile_name(str(name)).gi_name
+        if model is not None:  # a driver's variant name (GB200's early 1g.24gb) is the catalogue's profile
+            profile = model.canonical_profile_name(profile)
         known = model.profile(profile) if model else None
         if known is not None and profile_id is None:
             profile_id = known.profile_id

@@ -10,10 +10,20 @@ Sources (see ``docs/mig.md`` for the full list):
   ``-lgipp``): profile names, instance counts, profile ids and placements (A100, H100, H200, A30).
 * nvml.h (``NVML_GPU_INSTANCE_PROFILE_*`` and ``NVML_COMPUTE_INSTANCE_PROFILE_*``): enum indexes.
 * NVIDIA/go-nvlib ``mig_profile.go``: the profile-string grammar and the compute-instance heuristic.
-* NVIDIA/mig-parted ``deployments/systemd/config-default.yaml``: PCI device ids.
+* NVIDIA/mig-parted ``deployments/systemd/config-default.yaml`` and NVIDIA/gpu-operator
+  ``assets/state-mig-manager/0400_configmap.yaml``: PCI device ids and which boards share profile names.
+* ``nvidia-smi mig -lgip`` listings quoted in NVIDIA's own pull requests and issues (mig-parted #120 H200, #139
+  GH200 144G, #166/#187 B200, #227/#228 GB200; gpu-operator #1303 early GB200) and in users' trackers
+  (bigstack-oss/cubecos #312, GoogleCloudPlatform/container-engine-accelerators #564: RTX PRO 6000 Blackwell).
 
-Placements are on the memory-slice axis: 8 slots (4 on the A30). Memory sizes of H200 profiles other than
-``1g.18gb`` are approximations (UNVERIFIED) chosen so that NVIDIA's name rounding gives the documented names.
+Placements are on the memory-slice axis: 8 slots (4 on the A30, 12 units on the RTX PRO 6000 Blackwell). Every
+model row names its sources; what no source states (profile ids only listed for some rows, placements presumed
+from a sibling board, exact MiB chosen to reproduce NVIDIA's names) is marked INFERRED there and listed in the
+model's ``inferred`` field, which ``docs/mig.md``'s catalogue table repeats.
+
+Drivers name one profile differently across boards and driver versions (GB200's ``1g.24gb`` became ``1g.23gb``
+on production boards): a model's ``profile_aliases`` map such a variant to the profile it means, so a layout
+written with either name resolves to the same slices (:meth:`GpuModel.profile`).
 """
 
 from __future__ import annotations
@@ -31,6 +41,13 @@ GI_ENUM_7_SLICE = 4
 GI_ENUM_1_SLICE_REV1 = 7  # +me
 GI_ENUM_2_SLICE_REV1 = 8  # +me
 GI_ENUM_1_SLICE_REV2 = 9  # 1g with twice the memory
+GI_ENUM_1_SLICE_GFX = 10  # +gfx
+GI_ENUM_2_SLICE_GFX = 11
+GI_ENUM_4_SLICE_GFX = 12
+GI_ENUM_1_SLICE_NO_ME = 13  # -me
+GI_ENUM_2_SLICE_NO_ME = 14
+GI_ENUM_1_SLICE_ALL_ME = 15  # +me.all
+GI_ENUM_2_SLICE_ALL_ME = 16
 
 # NVML compute-instance profile enums by compute-slice count (nvml.h NVML_COMPUTE_INSTANCE_PROFILE_*).
 # nvidia-smi prints the enum as the CI profile id, and NVML's CI profile info id equals it.
@@ -141,13 +158,27 @@ class GpuModel:
     compute_slices: int
     mode_change_requires_reset: bool
     gi_profiles: tuple[GiProfile, ...]
+    profile_aliases: tuple[tuple[str, str], ...] = ()
+    sources: tuple[str, ...] = ()
+    inferred: tuple[str, ...] = ()
 
     def profile(self, name: str) -> GiProfile | None:
-        """The GI profile called ``name`` (canonical form), or None."""
+        """The GI profile called ``name``, or that a driver's variant name ``name`` means (``profile_aliases``);
+        None when the model offers neither."""
         for profile in self.gi_profiles:
             if profile.name == name:
                 return profile
+        canonical = self.canonical_profile_name(name)
+        if canonical != name:
+            return self.profile(canonical)
         return None
+
+    def canonical_profile_name(self, name: str) -> str:
+        """The catalogue's name for ``name``: itself, or the profile a driver's variant name stands for."""
+        for alias, canonical in self.profile_aliases:
+            if alias == name:
+                return canonical
+        return name
 
     def profile_by_id(self, profile_id: int) -> GiProfile | None:
         """The GI profile whose NVML profile id (nvidia-smi's ID column) is ``profile_id``, or None."""
@@ -202,14 +233,40 @@ class GpuModel:
         return None
 
 
+Row = tuple[str, int, int, int, int, int, int, tuple[int, ...]]
+
+
 def _model(name: str, pci: tuple[int, ...], nvml_names: tuple[str, ...], aliases: tuple[str, ...], memory_mib: int,
-           reset: bool, rows: list[tuple[str, int, int, int, int, int, int, tuple[int, ...]]]) -> GpuModel:
+           reset: bool, rows: list[Row], profile_aliases: tuple[tuple[str, str], ...] = (),
+           sources: tuple[str, ...] = (), inferred: tuple[str, ...] = ()) -> GpuModel:
     """Build a model; ``rows`` are (name, enum, id, compute slices, memory slices, count, MiB, starts)."""
     profiles = tuple(GiProfile(*row) for row in rows)
     slots = max(p.memory_slices for p in profiles)
     return GpuModel(name=name, pci_device_ids=pci, nvml_names=nvml_names, aliases=aliases, memory_mib=memory_mib,
                     memory_slots=slots, compute_slices=max(p.compute_slices for p in profiles),
-                    mode_change_requires_reset=reset, gi_profiles=profiles)
+                    mode_change_requires_reset=reset, gi_profiles=profiles, profile_aliases=profile_aliases,
+                    sources=sources, inferred=inferred)
+
+
+def _eight_slot(g1: str, g1x2: str, g2: str, g3: str, g4: str, g7: str, mib: tuple[int, int, int, int]) -> list[Row]:
+    """The GI table every 7-compute / 8-memory-slice GA100/GH100/GB100 board lists (``-lgip``/``-lgipp``):
+    ids 19/20/15/14/9/5/0, enums 0/7/9/1/2/3/4, starts 0-6 / 0-6 / 0,2,4,6 / 0,2,4 / 0,4 / 0 / 0.
+    ``mib`` = the memory of a 1-, 2-, 4- and 8-slice instance."""
+    m1, m2, m4, m8 = mib
+    return [
+        (g1, GI_ENUM_1_SLICE, 19, 1, 1, 7, m1, _ALL_1G),
+        (f"{g1}+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, m1, _ALL_1G),
+        (g1x2, GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, m2, _EVEN),
+        (g2, GI_ENUM_2_SLICE, 14, 2, 2, 3, m2, (0, 2, 4)),
+        (g3, GI_ENUM_3_SLICE, 9, 3, 4, 2, m4, (0, 4)),
+        (g4, GI_ENUM_4_SLICE, 5, 4, 4, 1, m4, (0,)),
+        (g7, GI_ENUM_7_SLICE, 0, 7, 8, 1, m8, (0,)),
+    ]
+
+
+def _gib(value: float) -> int:
+    """MiB of a GiB figure as ``nvidia-smi mig -lgip`` prints it (two decimals of a multiple of 1/8 GiB)."""
+    return round(value * 8) * 128
 
 
 _ALL_1G = (0, 1, 2, 3, 4, 5, 6)
@@ -264,6 +321,131 @@ MODELS: tuple[GpuModel, ...] = (
         ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 65536, (0,)),
         ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 131072, (0,)),
     ]),
+    # ---- the catalogue for the boards operators buy now (issue 15). Each row cites its sources; INFERRED marks
+    # what no source states. "gpu-operator 0400" = NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml
+    # (copy and commit in tests/data/gpu-operator/SOURCE.md), which lists the PCI ids of each group of boards
+    # that share profile names.
+    #
+    # A100 PCIe 40GB: MIG User Guide "Supported GPUs" (A100-PCIE 40GB, 7 instances); gpu-operator 0400 puts
+    # 0x20F1/0x20B1 in the A100-40GB group (same names and counts as A100-SXM4-40GB). INFERRED: ids, placements
+    # and MiB copied from A100-SXM4-40GB (same GA100); total MiB; that 0x20B1 is a PCIe 40GB board (pci.ids).
+    _model("A100-PCIE-40GB", (0x20F110DE, 0x20B110DE), ("NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB"), (), 40960, True,
+           [("1g.5gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 4864, _ALL_1G),
+            ("1g.5gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 4864, _ALL_1G),
+            ("1g.10gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 9856, _EVEN),
+            ("2g.10gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 9856, (0, 2, 4)),
+            ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 19968, (0, 4)),
+            ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 19968, (0,)),
+            ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 40192, (0,))],
+           sources=("MIG User Guide: Supported GPUs (A100-PCIE 40GB)", "gpu-operator 0400: A100-40GB group"),
+           inferred=("profile ids, placements and MiB copied from A100-SXM4-40GB", "total MiB",
+                     "0x20B1 as an A100 PCIe 40GB id")),
+    # A100 80GB PCIe: the research file's A100-80GB `-lgip` transcript is of this board (driver 515: ids, counts,
+    # GiB; 1g.20gb from a later driver); placements as every A100 (`-lgipp`); 0x20B5 in gpu-operator 0400's
+    # A100-80GB group.
+    _model("A100-PCIE-80GB", (0x20B510DE,), ("NVIDIA A100 80GB PCIe", "A100-PCIE-80GB", "NVIDIA A100-PCIE-80GB"), (),
+           81920, True, [
+               ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9728, _ALL_1G),
+               ("1g.10gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 9728, _ALL_1G),
+               ("1g.20gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 19968, _EVEN),
+               ("2g.20gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 19968, (0, 2, 4)),
+               ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40192, (0, 4)),
+               ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40192, (0,)),
+               ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 80896, (0,))],
+           sources=("nvidia-smi mig -lgip transcript, A100 80GB PCIe (driver 515)",
+                    "gpu-operator 0400: A100-80GB group"),
+           inferred=("NVML name 'NVIDIA A100 80GB PCIe'",)),
+    # H100 PCIe: MIG User Guide "Supported GPUs" (H100-PCIE 80GB, 7 instances); gpu-operator 0400 puts 0x2331 in
+    # the H100-80GB group. INFERRED: ids, placements, MiB and total copied from H100-SXM5-80GB (same GH100).
+    _model("H100-PCIE-80GB", (0x233110DE,), ("NVIDIA H100 PCIe",), ("H100-PCIE",), 81559, False,
+           _eight_slot("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", (9984, 20096, 40448, 81152)),
+           sources=("MIG User Guide: Supported GPUs (H100-PCIE 80GB)", "gpu-operator 0400: H100-80GB group"),
+           inferred=("profile ids, placements and MiB copied from H100-SXM5-80GB", "total MiB")),
+    # H100 NVL 94GB: `nvidia-smi mig -lgip` transcript (research file 3.3: ids 19/20/15/14/9/5/0, GiB 10.75 /
+    # 21.62 / 46.38 / 93.12) and `-lgipp` equal to H100's (research 3.2); 0x2321 in gpu-operator 0400's H100 NVL
+    # group (all-balanced 1g.12gb/2g.24gb/3g.47gb). INFERRED: total MiB.
+    _model("H100-NVL-94GB", (0x232110DE,), ("NVIDIA H100 NVL",), ("H100-NVL", "H100 NVL"), 95830, False,
+           _eight_slot("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",
+                       (_gib(10.75), _gib(21.62), _gib(46.38), _gib(93.12))),
+           sources=("nvidia-smi mig -lgip/-lgipp transcript, H100 NVL", "gpu-operator 0400: H100 NVL group"),
+           inferred=("total MiB",)),
+    # GH200 (H100 96GB on GH200): MIG User Guide "Supported GPUs" (H100 on GH200, 96GB, 7 instances);
+    # mig-parted config-default / gpu-operator 0400: 1g.12gb x7, 1g.24gb x4, 2g.24gb x3, 3g.48gb x2, 4g.48gb,
+    # 7g.96gb, 1g.12gb+me for the group 0x2342/0x233D/0x20B6/0x2329 (H100-96GB, PG506-96GB, GH200, H20).
+    # INFERRED: ids and placements (the GH100 table), every MiB and the total, the NVML name.
+    _model("GH200-96GB", (0x234210DE,), ("NVIDIA GH200 480GB",), ("GH200",), 97871, False,
+           _eight_slot("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb", (11776, 23808, 48384, 96768)),
+           sources=("MIG User Guide: Supported GPUs (H100 on GH200, 96GB)", "gpu-operator 0400: H100-96GB/GH200 group"),
+           inferred=("profile ids and placements (GH100 table)", "every MiB and the total", "NVML name")),
+    # GH200 144G HBM3e: `-lgip` in mig-parted #139 / gpu-operator #1057 (1g.18gb 19 x7 17.50 GiB, +me 20,
+    # 1g.36gb 15 x4 35.25 GiB, 2g.36gb 14 x3); 3g.72gb x2, 4g.72gb, 7g.144gb from config-default.yaml.
+    # INFERRED: ids 9/5/0 and MiB of 3g/4g/7g, placements (GH100 table), total MiB, NVML name.
+    _model("GH200-144GB", (0x234810DE,), ("NVIDIA GH200 144G HBM3e",), ("GH200-144G",), 146944, False,
+           _eight_slot("1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb",
+                       (_gib(17.50), _gib(35.25), 72192, 144896)),
+           sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #139", "mig-parted config-default.yaml (GH200 144G)"),
+           inferred=("ids of 3g/4g/7g", "placements (GH100 table)", "MiB of 3g/4g/7g and the total", "NVML name")),
+    # H200 NVL: MIG User Guide "Supported GPUs" (H200 NVL, 141GB); gpu-operator 0400 all-balanced puts 0x233B
+    # beside the H200 (0x2335). Ids and GiB: the H200 `-lgip` in mig-parted #120 (1g.18gb 19 16.00, +me 20,
+    # 1g.35gb 15 32.25, 2g.35gb 14, 3g.71gb 9 69.50, 4g.71gb 5, 7g.141gb 0 139.75). INFERRED: placements (GH100
+    # table), total MiB.
+    _model("H200-NVL-141GB", (0x233B10DE,), ("NVIDIA H200 NVL",), ("H200-NVL", "H200 NVL"), 143771, False,
+           _eight_slot("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
+                       (_gib(16.00), _gib(32.25), _gib(69.50), _gib(139.75))),
+           sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (H200)", "gpu-operator 0400: H200 NVL filter"),
+           inferred=("placements (GH100 table)", "total MiB", "the H200's table holds for the NVL board")),
+    # B200: `-lgip` in mig-parted #166 / gpu-operator #1242 (1g.23gb 19 x7 22.00 GiB, +me 20, 1g.45gb 15 x4
+    # 44.25 GiB, 2g.45gb 14 x3) and #187 / #1351 (the same names with 1g at 20.50 GiB; adds 4g.90gb); 3g.90gb x2
+    # and 7g.180gb in config-default.yaml; MIG User Guide "Supported GPUs" (B200, 180GB, 7 instances). Both
+    # drivers call the 1g profile 1g.23gb, so no alias is needed. INFERRED: ids 9/5/0, placements (the 8-slot
+    # table), MiB of 3g/4g/7g and the total.
+    _model("B200-180GB", (0x290110DE,), ("NVIDIA B200",), ("B200",), 183359, False,
+           _eight_slot("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb",
+                       (_gib(22.00), _gib(44.25), 90624, 181248)),
+           sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #166 and #187", "gpu-operator 0400: B200 filter"),
+           inferred=("ids of 3g/4g/7g", "placements (8-slot table)", "MiB of 3g/4g/7g and the total",
+                     "1g memory is 22.00 GiB on one driver, 20.50 GiB on another")),
+    # GB200: production boards `-lgip` in mig-parted #227 (1g.23gb 19 x7 22.00 GiB, +me 20, 1g.47gb 15 x4
+    # 45.50 GiB, 2g.47gb 14 x3); 3g.93gb/4g.93gb/7g.186gb in config-default after #228; MIG User Guide
+    # "Supported GPUs" (GB200, 186GB). Early boards (gpu-operator #1303) print 1g.24gb / 1g.24gb+me at 20.00 GiB:
+    # aliases. INFERRED: ids 9/5/0, placements, MiB of 3g/4g/7g and the total, and the aliases 3g.95gb/4g.95gb/
+    # 7g.189gb (the early board's 189 GB rounded with go-nvlib's rule; gpu-operator 0400 has those labels).
+    _model("GB200-186GB", (0x294110DE,), ("NVIDIA GB200",), ("GB200",), 189471, False,
+           _eight_slot("1g.23gb", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb",
+                       (_gib(22.00), _gib(45.50), 93184, 186368)),
+           profile_aliases=(("1g.24gb", "1g.23gb"), ("1g.24gb+me", "1g.23gb+me"), ("3g.95gb", "3g.93gb"),
+                            ("4g.95gb", "4g.93gb"), ("7g.189gb", "7g.186gb")),
+           sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #227 and gpu-operator #1303",
+                    "mig-parted #228", "gpu-operator 0400: GB200 HGX filter"),
+           inferred=("ids of 3g/4g/7g", "placements (8-slot table)", "MiB of 3g/4g/7g and the total",
+                     "aliases 3g.95gb, 4g.95gb, 7g.189gb")),
+    # RTX PRO 6000 Blackwell: MIG User Guide "Supported GPUs" (96GB, 4 instances); `-lgip` in bigstack-oss/cubecos
+    # #312 (ids 14/21/47/65/67 for 1g.24gb/+me/+gfx/+me.all/-me at 23.12 GiB, 5/35/64/66 for 2g.48gb/+gfx/+me.all/
+    # -me at 46.50 GiB; counts 4/1/4/1/4 and 2/2/1/2) and GoogleCloudPlatform/container-engine-accelerators #564
+    # (the same ids, 1g at 23.62 GiB); 0x2BB5 from `nvidia-smi --query-gpu=pci.device_id` in
+    # bottlerocket-os/bottlerocket-kernel-kit #300. Placements on a 12-unit axis (1g {0,3,6,9}:3, 2g {0,6}:6,
+    # 4g {0}:12) from one `-lgipp` transcript (research file 3.2). INFERRED: 4g ids 0/32, the placements of the
+    # attribute variants, 4g MiB, total MiB, the enums of the attribute variants (go-nvlib's grammar), NVML name.
+    _model("RTX-PRO-6000-96GB", (0x2BB510DE,), ("NVIDIA RTX PRO 6000 Blackwell Server Edition",),
+           ("RTX PRO 6000", "RTX-PRO-6000"), 97887, False, [
+               ("1g.24gb", GI_ENUM_1_SLICE, 14, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
+               ("1g.24gb+me", GI_ENUM_1_SLICE_REV1, 21, 1, 3, 1, _gib(23.62), (0, 3, 6, 9)),
+               ("1g.24gb+gfx", GI_ENUM_1_SLICE_GFX, 47, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
+               ("1g.24gb+me.all", GI_ENUM_1_SLICE_ALL_ME, 65, 1, 3, 1, _gib(23.62), (0, 3, 6, 9)),
+               ("1g.24gb-me", GI_ENUM_1_SLICE_NO_ME, 67, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
+               ("2g.48gb", GI_ENUM_2_SLICE, 5, 2, 6, 2, _gib(46.50), (0, 6)),
+               ("2g.48gb+gfx", GI_ENUM_2_SLICE_GFX, 35, 2, 6, 2, _gib(46.50), (0, 6)),
+               ("2g.48gb+me.all", GI_ENUM_2_SLICE_ALL_ME, 64, 2, 6, 1, _gib(46.50), (0, 6)),
+               ("2g.48gb-me", GI_ENUM_2_SLICE_NO_ME, 66, 2, 6, 2, _gib(46.50), (0, 6)),
+               ("4g.96gb", GI_ENUM_4_SLICE, 0, 4, 12, 1, 95232, (0,)),
+               ("4g.96gb+gfx", GI_ENUM_4_SLICE_GFX, 32, 4, 12, 1, 95232, (0,)),
+           ],
+           sources=("nvidia-smi mig -lgip in bigstack-oss/cubecos #312 and container-engine-accelerators #564",
+                    "MIG User Guide: Supported GPUs (RTX PRO 6000 Blackwell, 4 instances)",
+                    "gpu-operator 0400: RTX-PRO-6000-96GB filter"),
+           inferred=("ids of 4g.96gb (0) and 4g.96gb+gfx (32)", "placements (one -lgipp transcript; variants presumed)",
+                     "4g MiB and the total", "enums of the attribute variants", "NVML name",
+                     "the +me.all / -me exclusion rules are not modelled")),
 )
 
 

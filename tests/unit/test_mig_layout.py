@@ -138,8 +138,9 @@ A100 = "A100-SXM4-80GB"
 
 MESSAGES = [
     ("unknown model", layout({"1g.5gb": 1}), [{"index": 0, "model": "Tesla T4", "pci_device_id": "0x1EB810DE"}],
-     ["GPU 0: unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-SXM4-40GB, A100-SXM4-80GB, "
-      "A30-24GB, H100-SXM5-80GB, H200-141GB"]),
+     ["GPU 0: unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-PCIE-40GB, A100-PCIE-80GB, "
+      "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-144GB, GH200-96GB, H100-NVL-94GB, "
+      "H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, H200-NVL-141GB, RTX-PRO-6000-96GB"]),
     ("placement not offered", layout({"3g.40gb": 1}, placements=[{"profile": "3g.40gb", "start": 2}]), gpus(A100),
      ["GPU 0 (A100-SXM4-80GB): 3g.40gb cannot start at memory slice 2 on A100-SXM4-80GB; offered starts: 0, 4"]),
     ("placements overlap",
@@ -289,8 +290,8 @@ def test_devices_all_skips_gpu_that_is_not_mig_capable() -> None:
 
 
 def test_mig_disabled_needs_no_profile_table() -> None:
-    configs = ml.validate([{"devices": "all", "mig_enabled": False}], [{"index": 0, "name": "NVIDIA B200"}])
-    assert configs[0].to_dict() == {"index": 0, "model": "NVIDIA B200", "mig_enabled": False, "entry": 0,
+    configs = ml.validate([{"devices": "all", "mig_enabled": False}], [{"index": 0, "name": "NVIDIA Z100"}])
+    assert configs[0].to_dict() == {"index": 0, "model": "NVIDIA Z100", "mig_enabled": False, "entry": 0,
                                     "mig_capable": True, "mode_change_requires_reset": True, "gpu_instances": []}
 
 

@@ -113,8 +113,10 @@ def test_find_model(kwargs: dict[str, object], expected: str) -> None:
 def test_get_model_unknown_message() -> None:
     with pytest.raises(mp.UnknownModelError) as err:
         mp.get_model(model="Tesla T4", pci_device_id=0x1EB810DE)
-    assert str(err.value) == ("unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-SXM4-40GB, "
-                              "A100-SXM4-80GB, A30-24GB, H100-SXM5-80GB, H200-141GB")
+    assert str(err.value) == ("unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-PCIE-40GB, "
+                              "A100-PCIE-80GB, A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, "
+                              "GH200-144GB, GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, "
+                              "H200-NVL-141GB, RTX-PRO-6000-96GB")
 
 
 @pytest.mark.parametrize(("text", "name", "gi_name", "c", "g"), [
