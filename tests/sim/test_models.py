@@ -73,11 +73,20 @@ REFERENCE: dict[str, list[Row]] = {
 PCI_DEVICE_IDS = {  # mig-parted config-default.yaml device filters; non-MIG models from NVIDIA's PCI id list
     "A100-SXM4-40GB": 0x20B0, "A100-SXM4-80GB": 0x20B2, "A30-24GB": 0x20B7, "H100-SXM5-80GB": 0x2330,
     "H200-141GB": 0x2335, "L40S": 0x26B9, "T4": 0x1EB8,
+    # issue 15 (gpu-operator 0400_configmap.yaml device filters; 0x2BB5 from nvidia-smi in bottlerocket-kernel-kit #300)
+    "A100-PCIE-80GB": 0x20B5, "H100-NVL-94GB": 0x2321, "GH200-96GB": 0x2342, "B200-180GB": 0x2901,
+    "GB200-186GB": 0x2941, "RTX-PRO-6000-96GB": 0x2BB5,
 }
-NAMES = {  # nvmlDeviceGetName
+NAMES = {  # nvmlDeviceGetName (GH200 and RTX PRO 6000: the catalogue's INFERRED names)
     "A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB", "A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "A30-24GB": "NVIDIA A30",
     "H100-SXM5-80GB": "NVIDIA H100 80GB HBM3", "H200-141GB": "NVIDIA H200", "L40S": "NVIDIA L40S", "T4": "Tesla T4",
+    "A100-PCIE-80GB": "NVIDIA A100 80GB PCIe", "H100-NVL-94GB": "NVIDIA H100 NVL", "GH200-96GB": "NVIDIA GH200 480GB",
+    "B200-180GB": "NVIDIA B200", "GB200-186GB": "NVIDIA GB200",
+    "RTX-PRO-6000-96GB": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
 }
+# MIG models whose tables are checked against the sources in tests/unit/test_mig_catalogue_sim.py
+CATALOGUE = ["A100-PCIE-80GB", "H100-NVL-94GB", "GH200-96GB", "B200-180GB", "GB200-186GB", "RTX-PRO-6000-96GB"]
+MIG_MODELS = sorted([*REFERENCE, *CATALOGUE])
 # valid compute-instance sizes per GPU-instance size (go-nvlib VisitMigProfiles; -lcip of a 3g GI)
 CI_SIZES = {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [1, 2, 4], 7: [1, 2, 3, 4, 7]}
 
@@ -94,9 +103,10 @@ def test_all_models_are_present() -> None:
 
 def test_unknown_model_message() -> None:
     with pytest.raises(UnknownModelError) as info:
-        load_model("B200")
-    assert str(info.value) == ("unknown GPU model 'B200'; known models: A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, "
-                               "H100-SXM5-80GB, H200-141GB, L40S, T4")
+        load_model("B300")
+    assert str(info.value) == ("unknown GPU model 'B300'; known models: A100-PCIE-80GB, A100-SXM4-40GB, "
+                               "A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-96GB, H100-NVL-94GB, "
+                               "H100-SXM5-80GB, H200-141GB, L40S, RTX-PRO-6000-96GB, T4")
 
 
 @pytest.mark.parametrize("model_name", sorted(NAMES))
@@ -104,7 +114,7 @@ def test_identity(model_name: str) -> None:
     model = load_model(model_name)
     assert model["name"] == NAMES[model_name]
     assert pci_ids(model)[0] == PCI_DEVICE_IDS[model_name] << 16 | 0x10DE
-    assert model["mig"]["supported"] == (model_name in REFERENCE)
+    assert model["mig"]["supported"] == (model_name in MIG_MODELS)
 
 
 @pytest.mark.parametrize(("model_name", "row"), [(m, r) for m, rows in REFERENCE.items() for r in rows],
@@ -131,7 +141,7 @@ def _go_round(x: float) -> int:
     return math.floor(x + 0.5)  # Go's math.Round: half away from zero
 
 
-@pytest.mark.parametrize("model_name", sorted(REFERENCE))
+@pytest.mark.parametrize("model_name", MIG_MODELS)
 def test_profile_names_follow_nvidias_memory_rounding(model_name: str) -> None:
     """go-nvlib getMigMemorySizeGB: GB = round(ceil(mem/total*8)/8 * ceil(total GiB))."""
     model = load_model(model_name)
@@ -139,11 +149,11 @@ def test_profile_names_follow_nvidias_memory_rounding(model_name: str) -> None:
     total_gb = math.ceil(total_mib / 1024)
     for p in model["mig"]["gi_profiles"]:
         fraction = math.ceil(p["memory_mib"] / total_mib * 8) / 8
-        base = p["name"].split("+")[0]
+        base = p["name"].split("+")[0].split("-")[0]  # attributes: +me, +gfx, +me.all, -me
         assert base == f"{p['slices']}g.{_go_round(fraction * total_gb)}gb", p["name"]
 
 
-@pytest.mark.parametrize("model_name", sorted(REFERENCE))
+@pytest.mark.parametrize("model_name", MIG_MODELS)
 def test_compute_instance_tables(model_name: str) -> None:
     mig = load_model(model_name)["mig"]
     gi_sizes = sorted({p["slices"] for p in mig["gi_profiles"]})
@@ -166,6 +176,8 @@ def test_a100_80gb_3g_compute_instances_match_lcip() -> None:
 @pytest.mark.parametrize(("model_name", "reset_required", "slots"), [
     ("A100-SXM4-40GB", True, 8), ("A100-SXM4-80GB", True, 8), ("A30-24GB", True, 4),
     ("H100-SXM5-80GB", False, 8), ("H200-141GB", False, 8),
+    ("A100-PCIE-80GB", True, 8), ("H100-NVL-94GB", False, 8), ("GH200-96GB", False, 8), ("B200-180GB", False, 8),
+    ("GB200-186GB", False, 8), ("RTX-PRO-6000-96GB", False, 12),  # RTX PRO 6000: 12 units in its -lgipp
 ])
 def test_mig_mode_semantics(model_name: str, reset_required: bool, slots: int) -> None:
     mig = load_model(model_name)["mig"]

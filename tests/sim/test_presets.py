@@ -21,6 +21,12 @@ EXPECTED = [  # preset, GPU count, model, NVSwitch count
     ("1xH200", 1, "H200-141GB", 0),
     ("2xA100-40GB", 2, "A100-SXM4-40GB", 0),
     ("1xT4", 1, "T4", 0),
+    ("8xB200-NVSwitch", 8, "B200-180GB", 2),
+    ("4xGB200", 4, "GB200-186GB", 0),
+    ("1xGH200", 1, "GH200-96GB", 0),
+    ("2xH100-NVL", 2, "H100-NVL-94GB", 0),
+    ("1xA100-80GB-PCIe", 1, "A100-PCIE-80GB", 0),
+    ("4xRTX-PRO-6000", 4, "RTX-PRO-6000-96GB", 0),
 ]
 
 
@@ -70,7 +76,8 @@ def test_unknown_preset_message() -> None:
     with pytest.raises(UnknownPresetError) as info:
         build_state("16xB200", "x")
     assert str(info.value) == ("unknown preset '16xB200'; known presets: 8xH100-NVSwitch, 8xA100, 4xA30, 2xL40S, "
-                               "1xH200, 2xA100-40GB, 1xT4")
+                               "1xH200, 2xA100-40GB, 1xT4, 8xB200-NVSwitch, 4xGB200, 1xGH200, 2xH100-NVL, "
+                               "1xA100-80GB-PCIe, 4xRTX-PRO-6000")
 
 
 def test_mig_device_uuid_is_uuid5_of_the_gpu_uuid() -> None:

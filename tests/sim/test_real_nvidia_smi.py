@@ -26,6 +26,10 @@ from gpufleet_sim import hardware
 from gpufleet_sim.presets import build_state, list_presets
 
 PRESETS = list_presets()
+# NVIDIA's R535 nvidia-smi run here predates Blackwell (MIG User Guide "Getting Started": B200 needs R570, RTX PRO
+# 6000 Blackwell R575): its default view cuts a 4-digit power limit, a 6-digit MiB total and a long name to its
+# column widths. Its column layout is checked on the boards that branch drives; the other views on all presets.
+R535_BOARDS = [p for p in PRESETS if p not in ("8xB200-NVSwitch", "4xGB200", "4xRTX-PRO-6000")]
 
 
 @pytest.fixture(scope="session")
@@ -261,7 +265,7 @@ def test_query_report_has_every_function_and_the_states_values(host: Callable[..
 
 # ------------------------------------------------------------------------------------------- default view
 
-@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("preset", R535_BOARDS)
 def test_default_view_shows_the_states_gpus(host: Callable[..., Host], preset: str) -> None:
     doc = busy(build_state(preset, f"seed-{preset}"))
     lines = host(doc=doc).smi().splitlines()

@@ -39,6 +39,13 @@ PRESETS: dict[str, Preset] = {
     "1xH200": Preset("H200-141GB", 1, "one H200 141GB"),
     "2xA100-40GB": Preset("A100-SXM4-40GB", 2, "2x A100 SXM4 40GB"),
     "1xT4": Preset("T4", 1, "inference node with one T4 (no MIG, Turing)"),
+    # issue 15: the MIG boards operators buy now (model files cite their sources and mark what is inferred)
+    "8xB200-NVSwitch": Preset("B200-180GB", 8, "HGX B200 8-GPU: 8x B200 180GB on 2 NVLink 5 switch chips", 2),
+    "4xGB200": Preset("GB200-186GB", 4, "one GB200 NVL72 compute tray: 4x GB200 (NVLink switches sit in other trays)"),
+    "1xGH200": Preset("GH200-96GB", 1, "one GH200 Grace Hopper superchip (H100 96GB)"),
+    "2xH100-NVL": Preset("H100-NVL-94GB", 2, "PCIe server with an H100 NVL pair (94GB each)"),
+    "1xA100-80GB-PCIe": Preset("A100-PCIE-80GB", 1, "PCIe server with one A100 80GB PCIe"),
+    "4xRTX-PRO-6000": Preset("RTX-PRO-6000-96GB", 4, "PCIe server with 4x RTX PRO 6000 Blackwell Server Edition"),
 }
 
 

@@ -1,0 +1,154 @@
+"""The catalogue's simulated GPUs (issue 15): what the simulated driver reports through the unmodified pynvml
+matches the cited table, and every gpu-operator label the validator accepts on a model applies on the simulated
+GPU of that model and reads back as the planned instances.
+
+The simulator's ``libnvidia-ml.so.1`` is built into ``build/mig/lib`` (as tests/sim/test_mig_property_sim.py
+does) and loaded through pynvml's ``nvmlLib`` hook with a temporary state document per case.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+for _path in (REPO / "collections", REPO / "simulator" / "src", Path(__file__).resolve().parent):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_layout as ml  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_parted as mpp  # noqa: E402
+from test_mig_catalogue import CONFIG, LABELS, LISTED_IDS, OFFERED, expected_verdict  # noqa: E402
+
+from gpufleet_sim import presets, store  # noqa: E402
+
+# preset of each catalogue model that has a simulated host (issue 15's list plus the earlier five)
+PRESET_BY_MODEL = {
+    "A100-SXM4-40GB": "2xA100-40GB", "A100-SXM4-80GB": "8xA100", "A30-24GB": "4xA30",
+    "H100-SXM5-80GB": "8xH100-NVSwitch", "H200-141GB": "1xH200",
+    "B200-180GB": "8xB200-NVSwitch", "GB200-186GB": "4xGB200", "GH200-96GB": "1xGH200",
+    "H100-NVL-94GB": "2xH100-NVL", "A100-PCIE-80GB": "1xA100-80GB-PCIe", "RTX-PRO-6000-96GB": "4xRTX-PRO-6000",
+}
+
+
+@pytest.fixture(scope="module")
+def nvml(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """pynvml bound to the simulator's library; yields (pynvml, state path). Restores pynvml afterwards."""
+    import pynvml
+
+    from gpufleet_sim.build import build_library
+
+    lib = build_library(REPO / "build" / "mig" / "lib", "550.163.01")
+    state = tmp_path_factory.mktemp("mig-catalogue") / "state.json"
+    saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), os.environ.get("NVML_SIM_STATE"))
+    pynvml.nvmlLib = ctypes.CDLL(str(lib))
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    os.environ["NVML_SIM_STATE"] = str(state)
+    try:
+        yield pynvml, state
+    finally:
+        pynvml.nvmlLib = saved[0]
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlGetFunctionPointer_cache.update(saved[1])
+        if saved[2] is None:
+            os.environ.pop("NVML_SIM_STATE", None)
+        else:
+            os.environ["NVML_SIM_STATE"] = saved[2]
+
+
+def one_gpu_host(model: str) -> dict[str, Any]:
+    """GPU 0 of the model's preset, MIG on, no instances, no root needed."""
+    doc = presets.build_state(PRESET_BY_MODEL[model], "catalogue")
+    doc["gpus"] = doc["gpus"][:1]
+    doc.pop("nvswitch", None)
+    doc["require_root"] = False
+    doc["gpus"][0]["mig"].update(current=1, pending=1, gpu_instances=[])
+    copied: dict[str, Any] = json.loads(json.dumps(doc))
+    return copied
+
+
+def start(nv: Any, state: Path, doc: dict[str, Any]) -> Any:
+    state.unlink(missing_ok=True)
+    store.create(state, doc)
+    nv.nvmlInit()
+    return nv.nvmlDeviceGetHandleByIndex(0)
+
+
+def facts_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    gpu = doc["gpus"][0]
+    return [{"index": 0, "name": gpu["name"], "pci_device_id": gpu["pci"]["pci_device_id"], "mig_capable": True}]
+
+
+# every GI profile enum NVML defines (nvml.h NVML_GPU_INSTANCE_PROFILE_* 0..17)
+ENUMS = range(18)
+
+
+@pytest.mark.parametrize("model", sorted(PRESET_BY_MODEL))
+def test_driver_reports_the_cited_table(nvml: tuple[Any, Path], model: str) -> None:
+    """Walk the enums as mig-parted does: the names, counts, ids and placement sizes the simulated driver reports
+    are the cited ones (OFFERED, LISTED_IDS)."""
+    nv, state = nvml
+    doc = one_gpu_host(model)
+    handle = start(nv, state, doc)
+    try:
+        seen: dict[str, tuple[int, int, int]] = {}
+        ids: dict[str, int] = {}
+        for enum in ENUMS:
+            try:
+                info = nv.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
+            except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
+                continue
+            name = info.name.decode() if isinstance(info.name, bytes) else str(info.name)
+            name = name.removeprefix("MIG ")
+            array = (nv.c_nvmlGpuInstancePlacement_t * 16)()
+            num = ctypes.c_uint(16)
+            nv.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, array, ctypes.byref(num))
+            sizes = {array[k].size for k in range(num.value)}
+            assert len(sizes) == 1, name
+            seen[name] = (info.instanceCount, sizes.pop(), info.sliceCount)
+            ids[name] = info.id
+        assert seen == OFFERED[model]
+        for name, profile_id in LISTED_IDS.get(model, {}).items():
+            assert ids[name] == profile_id, name
+    finally:
+        nv.nvmlShutdown()
+
+
+CASES = [(label, model) for model in sorted(PRESET_BY_MODEL) for label in LABELS if expected_verdict(label, model)]
+
+
+@pytest.mark.parametrize(("label", "model"), CASES, ids=[f"{m}:{label}" for label, m in CASES])
+def test_accepted_label_applies_and_reads_back(nvml: tuple[Any, Path], label: str, model: str) -> None:
+    nv, state = nvml
+    doc = one_gpu_host(model)
+    config = ml.validate(mpp.from_mig_parted(CONFIG, label), facts_of(doc))[0]
+    handle = start(nv, state, doc)
+    try:
+        if not config.mig_enabled:
+            return
+        for (profile_id, gi_start), spec in zip(ml.placements_for(config), config.gpu_instances, strict=True):
+            placement = nv.c_nvmlGpuInstancePlacement_t(gi_start, spec.size)
+            gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(handle, profile_id, ctypes.byref(placement))
+            for ci in spec.compute_instances:
+                info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                    gi, ci.profile_id, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+                nv.nvmlGpuInstanceCreateComputeInstance(gi, info.id)
+    finally:
+        nv.nvmlShutdown()
+    gis = store.load(state)["gpus"][0]["mig"]["gpu_instances"]
+    assert sorted((g["profile_id"], g["start"], g["size"]) for g in gis) == sorted(
+        (gi.profile_id, gi.start, gi.size) for gi in config.gpu_instances)
+    assert all(len(g["compute_instances"]) == 1 for g in gis)
+
+
+def test_every_simulated_model_has_accepted_labels() -> None:
+    """The apply test above is not vacuous for any model: each has labels beyond all-disabled/all-enabled."""
+    per_model = {m: sum(1 for _, model in CASES if model == m) for m in PRESET_BY_MODEL}
+    assert min(per_model.values()) >= 6
