@@ -1,10 +1,12 @@
 """How long the controller takes to validate and plan MIG layouts for a whole fleet, offline.
 
-A synthetic fleet of 1,000 hosts x 8 GPUs (DGX A100 40GB/80GB, HGX H100, HGX H200 and A30 nodes), each with a
-named layout and an NVML-like current state: a third already match, a third have MIG off, a third carry another
-layout. Prints figures; asserts nothing.
+A synthetic fleet of 10,000 hosts x 8 GPUs of every model in the MIG catalogue (A100 SXM4/PCIe 40/80GB, A30,
+H100 SXM5/PCIe/NVL, GH200 96/144GB, H200 SXM/NVL, B200, GB200, RTX PRO 6000 Blackwell), a tenth of the hosts with
+two models side by side (device filters pick each half's layout) and a tenth of the GB200 layouts written with the
+early boards' profile names (1g.24gb for 1g.23gb). Each host has a named layout and an NVML-like current state: a
+third already match, a third have MIG off, a third carry another layout. Prints figures; asserts nothing.
 
-    python benchmarks/mig_plan.py [--hosts 1000] [--gpus 8] [--seed 7]
+    python benchmarks/mig_plan.py [--hosts 10000] [--gpus 8] [--seed 7]
 """
 
 from __future__ import annotations
@@ -20,35 +22,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_layout as ml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_planner as mpl
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_profiles as mp
 
-MODELS = {
-    "A100-SXM4-40GB": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    "A100-SXM4-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H100-SXM5-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H200-141GB": ("1g.18gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-}
+MODELS = [m.name for m in mp.MODELS]
 
 
-def layouts_for(model: str) -> dict[str, list[dict[str, Any]]]:
-    """The named layouts an operator would keep for one model."""
-    if model == "A30-24GB":
+def _plain(model: mp.GpuModel) -> dict[int, str]:
+    """Compute slices -> the plain (attribute-free) GI profile with the least memory: 1g.10gb, not 1g.20gb."""
+    found: dict[int, mp.GiProfile] = {}
+    for p in model.gi_profiles:
+        if "+" in p.name or "-" in p.name:
+            continue
+        if p.compute_slices not in found or p.memory_slices < found[p.compute_slices].memory_slices:
+            found[p.compute_slices] = p
+    return {g: p.name for g, p in found.items()}
+
+
+def layouts_for(name: str, early_names: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """The named layouts an operator would keep for one model (gpu-operator's all-balanced shape and friends)."""
+    model = mp.get_model(name)
+    g = _plain(model)
+    if early_names:  # a layout written for the early GB200 driver: its alias names, same slices
+        back = {canonical: alias for alias, canonical in model.profile_aliases}
+        g = {k: back.get(v, v) for k, v in g.items()}
+    small = {g[1]: model.profile(g[1]).instance_count}  # type: ignore[union-attr]
+    if model.compute_slices == 4:  # A30, RTX PRO 6000: 1g / 2g / 4g
         return {
-            "balanced": [{"devices": "all", "gpu_instances": {"1g.6gb": 2, "2g.12gb": 1}}],
-            "small": [{"devices": "all", "gpu_instances": {"1g.6gb": 4}}],
-            "whole": [{"devices": "all", "gpu_instances": {"4g.24gb": 1}}],
+            "balanced": [{"devices": "all", "gpu_instances": {g[1]: 2, g[2]: 1}}],
+            "small": [{"devices": "all", "gpu_instances": small}],
+            "halves": [{"devices": "all", "gpu_instances": {g[2]: 2},
+                        "compute_instances": {g[2]: [f"1c.{g[2]}", f"1c.{g[2]}"]}}],
+            "mixed": [{"devices": [0, 1, 2, 3], "mig_enabled": False},
+                      {"devices": [4, 5, 6, 7], "gpu_instances": {g[4]: 1},
+                       "placements": [{"profile": g[4], "start": 0}]}],
             "disabled": [{"devices": "all", "mig_enabled": False}],
         }
-    g1, g2, g3, g4, g7 = MODELS[model]
     return {
-        "balanced": [{"devices": "all", "gpu_instances": {g1: 2, g2: 1, g3: 1}}],
-        "small": [{"devices": "all", "gpu_instances": {g1: 7}}],
-        "halves": [{"devices": "all", "gpu_instances": {g3: 2},
-                    "compute_instances": {g3: [f"1c.{g3}", f"2c.{g3}"]}}],
+        "balanced": [{"devices": "all", "gpu_instances": {g[1]: 2, g[2]: 1, g[3]: 1}}],
+        "small": [{"devices": "all", "gpu_instances": small}],
+        "halves": [{"devices": "all", "gpu_instances": {g[3]: 2},
+                    "compute_instances": {g[3]: [f"1c.{g[3]}", f"2c.{g[3]}"]}}],
         "mixed": [{"devices": [0, 1, 2, 3], "mig_enabled": False},
-                  {"devices": [4, 5], "gpu_instances": {g4: 1, g3: 1}},
-                  {"devices": [6, 7], "gpu_instances": {g7: 1}, "placements": [{"profile": g7, "start": 0}]}],
+                  {"devices": [4, 5], "gpu_instances": {g[4]: 1, g[3]: 1}},
+                  {"devices": [6, 7], "gpu_instances": {g[7]: 1}, "placements": [{"profile": g[7], "start": 0}]}],
         "disabled": [{"devices": "all", "mig_enabled": False}],
     }
+
+
+def _filtered(entries: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
+    """The layout's entries for ``model`` on a two-model host: devices all, one PCI device filter."""
+    pci = mp.format_pci_id(mp.get_model(model).pci_device_ids[0])
+    first = dict(next(e for e in entries if e.get("devices", "all") == "all"))
+    return [{**first, "device_filter": pci}]
 
 
 def nvml_state(config: ml.GpuConfig, uuid: str) -> dict[str, Any]:
@@ -65,32 +90,37 @@ def build_fleet(hosts: int, gpus: int, seed: int) -> list[tuple[list[dict[str, A
                                                               list[dict[str, Any]]]]:
     """[(layout entries, gpus, current state)] per host."""
     rng = random.Random(seed)
-    models = [*MODELS, "A30-24GB"]
     fleet = []
+    plain = ("balanced", "small", "halves", "disabled")
     for host in range(hosts):
-        model = rng.choice(models)
-        named = layouts_for(model)
-        wanted = rng.choice(sorted(named))
-        devices = [{"index": i, "model": model} for i in range(gpus)]
-        if any(e.get("devices", "all") != "all" and max(e["devices"]) >= gpus for e in named[wanted]):
-            wanted = "balanced"
-        kind = rng.random()
-        if kind < 1 / 3:
-            source = wanted
-        elif kind < 2 / 3:
-            source = "disabled"
+        model = rng.choice(MODELS)
+        if rng.random() < 0.1:  # two models in one host: one entry per model, matched by device filter
+            other = rng.choice([m for m in MODELS if m != model])
+            half = gpus // 2
+            devices = [{"index": i, "model": model if i < half else other,
+                        "pci_device_id": mp.get_model(model if i < half else other).pci_device_ids[0]}
+                       for i in range(gpus)]
+            wanted = [*_filtered(layouts_for(model)[rng.choice(plain)], model),
+                      *_filtered(layouts_for(other)[rng.choice(plain)], other)]
+            source = wanted if rng.random() < 0.5 else [{"devices": "all", "mig_enabled": False}]
         else:
-            source = rng.choice([n for n in sorted(named) if n != "mixed" or gpus >= 8])
-        configs = ml.validate(named[source], devices)
-        current = [nvml_state(c, f"GPU-{host:04d}-{c.index}") for c in configs]
-        fleet.append((named[wanted], devices, current))
+            early = bool(mp.get_model(model).profile_aliases) and rng.random() < 0.1
+            named = layouts_for(model, early_names=early)
+            devices = [{"index": i, "model": model} for i in range(gpus)]
+            names = sorted(named) if gpus >= 8 else [n for n in sorted(named) if n != "mixed"]
+            wanted = named[rng.choice(names)]
+            kind = rng.random()
+            source = wanted if kind < 1 / 3 else named["disabled"] if kind < 2 / 3 else named[rng.choice(names)]
+        configs = ml.validate(source, devices)
+        current = [nvml_state(c, f"GPU-{host:05d}-{c.index}") for c in configs]
+        fleet.append((wanted, devices, current))
     return fleet
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)

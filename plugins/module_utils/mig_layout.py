@@ -414,7 +414,7 @@ def _ci_specs(model: GpuModel, gi: GiProfile, names: list[str], where: str, prob
     specs: list[CiSpec] = []
     for text in names:
         try:
-            name = parse_profile_name(text).name
+            name = model.canonical_ci_name(text)  # a driver's alias of the GI -> the profile
         except ProfileSyntaxError as exc:
             problems.append(f"{where}: {exc}")
             return None

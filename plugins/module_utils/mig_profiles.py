@@ -180,6 +180,13 @@ class GpuModel:
                 return canonical
         return name
 
+    def canonical_ci_name(self, text: str) -> str:
+        """The canonical name of a compute-instance profile, its GI part through ``profile_aliases``
+        (``1c.3g.95gb`` -> ``1c.3g.93gb`` on a GB200); raise :class:`ProfileSyntaxError` when it is malformed."""
+        parsed = parse_profile_name(text)
+        gi = parse_profile_name(self.canonical_profile_name(parsed.gi_name))
+        return ProfileName(parsed.compute_slices, gi.gi_slices, gi.gb, gi.suffix).name
+
     def profile_by_id(self, profile_id: int) -> GiProfile | None:
         """The GI profile whose NVML profile id (nvidia-smi's ID column) is ``profile_id``, or None."""
         for profile in self.gi_profiles:

@@ -266,6 +266,23 @@ def test_alias_keeps_its_compute_instances() -> None:
         ("1c.3g.93gb", 0), ("1c.3g.93gb", 1), ("1c.3g.93gb", 2)]
 
 
+def test_compute_instances_may_use_the_alias_name_too() -> None:
+    early = ml.validate([{"devices": "all", "gpu_instances": {"3g.95gb": 2},
+                          "compute_instances": {"3g.95gb": ["1c.3g.95gb", "2c.3g.95gb"]}}], GB200)
+    production = ml.validate([{"devices": "all", "gpu_instances": {"3g.93gb": 2},
+                               "compute_instances": {"3g.93gb": ["1c.3g.93gb", "2c.3g.93gb"]}}], GB200)
+    assert early[0].to_dict() == production[0].to_dict()
+    assert [ci.profile for ci in early[0].gpu_instances[0].compute_instances] == ["2c.3g.93gb", "1c.3g.93gb"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1c.3g.95gb", "1c.3g.93gb"), ("3c.3g.95gb", "3g.93gb"), ("1g.24gb+me", "1g.23gb+me"), ("1c.4g.93gb", "1c.4g.93gb"),
+    ("2c.7g.189gb", "2c.7g.186gb"),
+])
+def test_canonical_ci_name(text: str, expected: str) -> None:
+    assert mp.get_model("GB200-186GB").canonical_ci_name(text) == expected
+
+
 def test_alias_is_only_an_alias_on_its_model() -> None:
     b200 = [{"index": 0, "name": "NVIDIA B200", "pci_device_id": "0x290110DE"}]
     with pytest.raises(ml.LayoutError) as err:
