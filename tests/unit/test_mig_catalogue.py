@@ -310,3 +310,17 @@ def test_profile_lookup_never_raises(name: str, model: str) -> None:
     found = gpu.profile(name)
     assert found is None or found in gpu.gi_profiles
     assert isinstance(gpu.canonical_profile_name(name), str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=24), st.from_regex(r"[1-7]c\.[1-7]g\.[0-9]{1,3}gb(\+me|-me|\+gfx)?",
+                                                           fullmatch=True)))
+def test_canonical_ci_name_is_a_name_or_the_documented_error(text: str) -> None:
+    gpu = mp.get_model("GB200-186GB")
+    try:
+        parsed = mp.parse_profile_name(text)
+    except mp.ProfileSyntaxError:
+        with pytest.raises(mp.ProfileSyntaxError, match=r"^malformed MIG profile"):
+            gpu.canonical_ci_name(text)
+        return
+    assert mp.parse_profile_name(gpu.canonical_ci_name(text)).compute_slices == parsed.compute_slices
