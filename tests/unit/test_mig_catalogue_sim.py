@@ -12,6 +12,7 @@ import ctypes
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,49 @@ def test_every_simulated_model_has_accepted_labels() -> None:
     """The apply test above is not vacuous for any model: each has labels beyond all-disabled/all-enabled."""
     per_model = {m: sum(1 for _, model in CASES if model == m) for m in PRESET_BY_MODEL}
     assert min(per_model.values()) >= 6
+
+
+# ------------------------------------------------------------------------------- a driver's variant profile names
+EARLY_GB200_NAMES = {"1g.23gb": "1g.24gb", "1g.23gb+me": "1g.24gb+me"}  # gpu-operator #1303 vs mig-parted #227
+
+
+def gb200_host(early_driver: bool) -> dict[str, Any]:
+    """A simulated GB200 whose driver prints the production names, or the early boards' (the state document is
+    what the simulated driver reports, so renaming its GI profiles gives that GPU the other driver's names)."""
+    doc = one_gpu_host("GB200-186GB")
+    if early_driver:
+        for profile in doc["gpus"][0]["mig"]["gi_profiles"]:
+            profile["name"] = EARLY_GB200_NAMES.get(profile["name"], profile["name"])
+    return doc
+
+
+@pytest.mark.parametrize(("early_driver", "written"), [
+    (True, {"1g.23gb": 6, "1g.23gb+me": 1}),   # a layout in production names on an early board's driver
+    (False, {"1g.24gb": 6, "1g.24gb+me": 1}),  # a layout in the early names on a production driver
+    (True, {"1g.24gb": 6, "1g.24gb+me": 1}),
+])
+def test_layout_in_one_drivers_names_applies_on_the_other(nvml: tuple[Any, Path], early_driver: bool,
+                                                          written: dict[str, int]) -> None:
+    """Through gpufleet's own NVML layer: identity from the driver, the planned creates, the state read back
+    under the driver's names, and a second plan that finds nothing to do."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_planner as mpl
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import nvml_session
+
+    _nv, state = nvml
+    state.unlink(missing_ok=True)
+    store.create(state, gb200_host(early_driver))
+    with nvml_session() as session:
+        gpu = session.gpu(0)
+        profiles = {p["name"] for p in session.gi_profiles(0)}
+        assert ("1g.24gb" in profiles) is early_driver
+        assert ("1g.23gb" in profiles) is not early_driver
+        desired = ml.validate([{"devices": "all", "gpu_instances": written}], [gpu])
+        for gi in desired[0].gpu_instances:
+            created = session.create_gpu_instance(0, gi.profile_id, gi.start)
+            for ci in gi.compute_instances:
+                session.create_compute_instance(0, created["id"], ci.slices, ci.start)
+        current = {**gpu, "mig": session.mig_state(0)}
+    reported = Counter(g["profile_name"] for g in current["mig"]["gpu_instances"])
+    names = EARLY_GB200_NAMES if early_driver else {k: k for k in EARLY_GB200_NAMES}
+    assert reported == Counter({names["1g.23gb"]: 6, names["1g.23gb+me"]: 1})
+    assert [p.actions for p in mpl.plan([current], desired)] == [[]]
