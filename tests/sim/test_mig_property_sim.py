@@ -36,7 +36,11 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles impor
 from gpufleet_sim import presets, store  # noqa: E402
 
 PRESET_BY_MODEL = {"A100-SXM4-80GB": "8xA100", "A100-SXM4-40GB": "2xA100-40GB", "H100-SXM5-80GB": "8xH100-NVSwitch",
-                   "H200-141GB": "1xH200", "A30-24GB": "4xA30"}
+                   "H200-141GB": "1xH200", "A30-24GB": "4xA30",
+                   # issue 15's simulated boards (the catalogue models without a simulator file are left out)
+                   "B200-180GB": "8xB200-NVSwitch", "GB200-186GB": "4xGB200", "GH200-96GB": "1xGH200",
+                   "H100-NVL-94GB": "2xH100-NVL", "A100-PCIE-80GB": "1xA100-80GB-PCIe",
+                   "RTX-PRO-6000-96GB": "4xRTX-PRO-6000"}
 MAX_DFS_NODES = 20000
 
 
@@ -142,7 +146,7 @@ def driver_can_place(nv: Any, handle: Any, wanted: list[tuple[int, list[tuple[in
     return place(0, {})
 
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
