@@ -37,10 +37,11 @@ from gpufleet_sim import presets, store  # noqa: E402
 
 PRESET_BY_MODEL = {"A100-SXM4-80GB": "8xA100", "A100-SXM4-40GB": "2xA100-40GB", "H100-SXM5-80GB": "8xH100-NVSwitch",
                    "H200-141GB": "1xH200", "A30-24GB": "4xA30",
-                   # issue 15's simulated boards (the catalogue models without a simulator file are left out)
+                   # issue 15: every catalogue model has a simulated board
                    "B200-180GB": "8xB200-NVSwitch", "GB200-186GB": "4xGB200", "GH200-96GB": "1xGH200",
                    "H100-NVL-94GB": "2xH100-NVL", "A100-PCIE-80GB": "1xA100-80GB-PCIe",
-                   "RTX-PRO-6000-96GB": "4xRTX-PRO-6000"}
+                   "RTX-PRO-6000-96GB": "4xRTX-PRO-6000", "A100-PCIE-40GB": "1xA100-40GB-PCIe",
+                   "H100-PCIE-80GB": "2xH100-PCIe", "GH200-144GB": "1xGH200-144GB", "H200-NVL-141GB": "2xH200-NVL"}
 MAX_DFS_NODES = 20000
 
 

@@ -75,7 +75,8 @@ PCI_DEVICE_IDS = {  # mig-parted config-default.yaml device filters; non-MIG mod
     "H200-141GB": 0x2335, "L40S": 0x26B9, "T4": 0x1EB8,
     # issue 15 (gpu-operator 0400_configmap.yaml device filters; 0x2BB5 from nvidia-smi in bottlerocket-kernel-kit #300)
     "A100-PCIE-80GB": 0x20B5, "H100-NVL-94GB": 0x2321, "GH200-96GB": 0x2342, "B200-180GB": 0x2901,
-    "GB200-186GB": 0x2941, "RTX-PRO-6000-96GB": 0x2BB5,
+    "GB200-186GB": 0x2941, "RTX-PRO-6000-96GB": 0x2BB5, "A100-PCIE-40GB": 0x20F1, "H100-PCIE-80GB": 0x2331,
+    "GH200-144GB": 0x2348, "H200-NVL-141GB": 0x233B,
 }
 NAMES = {  # nvmlDeviceGetName (GH200 and RTX PRO 6000: the catalogue's INFERRED names)
     "A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB", "A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "A30-24GB": "NVIDIA A30",
@@ -83,9 +84,12 @@ NAMES = {  # nvmlDeviceGetName (GH200 and RTX PRO 6000: the catalogue's INFERRED
     "A100-PCIE-80GB": "NVIDIA A100 80GB PCIe", "H100-NVL-94GB": "NVIDIA H100 NVL", "GH200-96GB": "NVIDIA GH200 480GB",
     "B200-180GB": "NVIDIA B200", "GB200-186GB": "NVIDIA GB200",
     "RTX-PRO-6000-96GB": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "A100-PCIE-40GB": "NVIDIA A100-PCIE-40GB", "H100-PCIE-80GB": "NVIDIA H100 PCIe",
+    "GH200-144GB": "NVIDIA GH200 144G HBM3e", "H200-NVL-141GB": "NVIDIA H200 NVL",
 }
 # MIG models whose tables are checked against the sources in tests/unit/test_mig_catalogue_sim.py
-CATALOGUE = ["A100-PCIE-80GB", "H100-NVL-94GB", "GH200-96GB", "B200-180GB", "GB200-186GB", "RTX-PRO-6000-96GB"]
+CATALOGUE = ["A100-PCIE-80GB", "H100-NVL-94GB", "GH200-96GB", "B200-180GB", "GB200-186GB", "RTX-PRO-6000-96GB",
+             "A100-PCIE-40GB", "H100-PCIE-80GB", "GH200-144GB", "H200-NVL-141GB"]
 MIG_MODELS = sorted([*REFERENCE, *CATALOGUE])
 # valid compute-instance sizes per GPU-instance size (go-nvlib VisitMigProfiles; -lcip of a 3g GI)
 CI_SIZES = {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [1, 2, 4], 7: [1, 2, 3, 4, 7]}
@@ -104,9 +108,10 @@ def test_all_models_are_present() -> None:
 def test_unknown_model_message() -> None:
     with pytest.raises(UnknownModelError) as info:
         load_model("B300")
-    assert str(info.value) == ("unknown GPU model 'B300'; known models: A100-PCIE-80GB, A100-SXM4-40GB, "
-                               "A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-96GB, H100-NVL-94GB, "
-                               "H100-SXM5-80GB, H200-141GB, L40S, RTX-PRO-6000-96GB, T4")
+    assert str(info.value) == ("unknown GPU model 'B300'; known models: A100-PCIE-40GB, A100-PCIE-80GB, "
+                               "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-144GB, "
+                               "GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, "
+                               "H200-NVL-141GB, L40S, RTX-PRO-6000-96GB, T4")
 
 
 @pytest.mark.parametrize("model_name", sorted(NAMES))
@@ -178,6 +183,7 @@ def test_a100_80gb_3g_compute_instances_match_lcip() -> None:
     ("H100-SXM5-80GB", False, 8), ("H200-141GB", False, 8),
     ("A100-PCIE-80GB", True, 8), ("H100-NVL-94GB", False, 8), ("GH200-96GB", False, 8), ("B200-180GB", False, 8),
     ("GB200-186GB", False, 8), ("RTX-PRO-6000-96GB", False, 12),  # RTX PRO 6000: 12 units in its -lgipp
+    ("A100-PCIE-40GB", True, 8), ("H100-PCIE-80GB", False, 8), ("GH200-144GB", False, 8), ("H200-NVL-141GB", False, 8),
 ])
 def test_mig_mode_semantics(model_name: str, reset_required: bool, slots: int) -> None:
     mig = load_model(model_name)["mig"]

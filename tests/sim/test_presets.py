@@ -27,6 +27,10 @@ EXPECTED = [  # preset, GPU count, model, NVSwitch count
     ("2xH100-NVL", 2, "H100-NVL-94GB", 0),
     ("1xA100-80GB-PCIe", 1, "A100-PCIE-80GB", 0),
     ("4xRTX-PRO-6000", 4, "RTX-PRO-6000-96GB", 0),
+    ("1xA100-40GB-PCIe", 1, "A100-PCIE-40GB", 0),
+    ("2xH100-PCIe", 2, "H100-PCIE-80GB", 0),
+    ("1xGH200-144GB", 1, "GH200-144GB", 0),
+    ("2xH200-NVL", 2, "H200-NVL-141GB", 0),
 ]
 
 
@@ -77,7 +81,8 @@ def test_unknown_preset_message() -> None:
         build_state("16xB200", "x")
     assert str(info.value) == ("unknown preset '16xB200'; known presets: 8xH100-NVSwitch, 8xA100, 4xA30, 2xL40S, "
                                "1xH200, 2xA100-40GB, 1xT4, 8xB200-NVSwitch, 4xGB200, 1xGH200, 2xH100-NVL, "
-                               "1xA100-80GB-PCIe, 4xRTX-PRO-6000")
+                               "1xA100-80GB-PCIe, 4xRTX-PRO-6000, 1xA100-40GB-PCIe, 2xH100-PCIe, 1xGH200-144GB, "
+                               "2xH200-NVL")
 
 
 def test_mig_device_uuid_is_uuid5_of_the_gpu_uuid() -> None:

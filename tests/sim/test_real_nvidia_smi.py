@@ -276,8 +276,9 @@ def test_default_view_shows_the_states_gpus(host: Callable[..., Host], preset: s
         first, second = lines[at], lines[at + 1]
         assert first.startswith(f"|{g['index']:>4}  {g['name']}")
         assert ("On " if g["persistence_mode"] else "Off") in first
-        memory = f"{g['memory']['used_mib']}MiB / {g['memory']['total_mib']}MiB"
-        memory = memory if len(memory) <= 18 else memory[:15] + "..."  # the column holds 18 characters
+        total = f"{g['memory']['total_mib']}MiB"
+        total = total if len(total) <= 8 else total[:5] + "..."  # the total's field holds 8 characters
+        memory = f"{g['memory']['used_mib']}MiB / {total}"
         power = rf"{g['power']['usage_mw'] // 1000}W /\s+{g['power']['limit_mw'] // 1000}W"
         assert re.search(rf"^\| N/A\s+{g['temperature']['gpu']}C\s+P{g['performance_state']}\s+{power} \|"
                          rf"\s+{re.escape(memory)} \|\s+{g['utilization']['gpu']}%\s+"

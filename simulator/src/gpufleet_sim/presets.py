@@ -46,6 +46,10 @@ PRESETS: dict[str, Preset] = {
     "2xH100-NVL": Preset("H100-NVL-94GB", 2, "PCIe server with an H100 NVL pair (94GB each)"),
     "1xA100-80GB-PCIe": Preset("A100-PCIE-80GB", 1, "PCIe server with one A100 80GB PCIe"),
     "4xRTX-PRO-6000": Preset("RTX-PRO-6000-96GB", 4, "PCIe server with 4x RTX PRO 6000 Blackwell Server Edition"),
+    "1xA100-40GB-PCIe": Preset("A100-PCIE-40GB", 1, "PCIe server with one A100 PCIe 40GB"),
+    "2xH100-PCIe": Preset("H100-PCIE-80GB", 2, "PCIe server with 2x H100 PCIe 80GB"),
+    "1xGH200-144GB": Preset("GH200-144GB", 1, "one GH200 Grace Hopper superchip with 144GB HBM3e"),
+    "2xH200-NVL": Preset("H200-NVL-141GB", 2, "PCIe server with an H200 NVL pair"),
 }
 
 
