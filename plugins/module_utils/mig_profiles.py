@@ -289,7 +289,7 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 19968, (0, 4)),
         ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 19968, (0,)),
         ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 40192, (0,)),
-    ]),
+    ], sources=("MIG User Guide: A100 MIG Profiles, -lgip/-lgipp listings",), inferred=("total MiB",)),
     # A100 80GB `-lgip` transcripts (driver 515 + a later one listing 1g.20gb); same placements as 40GB.
     _model("A100-SXM4-80GB", (0x20B210DE,), ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"), (), 81920, True, [
         ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9728, _ALL_1G),
@@ -299,7 +299,8 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40192, (0, 4)),
         ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40192, (0,)),
         ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 80896, (0,)),
-    ]),
+    ], sources=("nvidia-smi mig -lgip transcripts, A100 80GB (driver 515 and later)",),
+       inferred=("placements (the A100 40GB -lgipp)",)),
     # MIG User Guide "A30 MIG Profiles" + `-lgipp` transcript: 4 memory slots, 4 compute slices.
     _model("A30-24GB", (0x20B710DE,), ("NVIDIA A30", "A30"), ("A30",), 24576, True, [
         ("1g.6gb", GI_ENUM_1_SLICE, 14, 1, 1, 4, 5952, (0, 1, 2, 3)),
@@ -307,7 +308,8 @@ MODELS: tuple[GpuModel, ...] = (
         ("2g.12gb", GI_ENUM_2_SLICE, 5, 2, 2, 2, 11968, (0, 2)),
         ("2g.12gb+me", GI_ENUM_2_SLICE_REV1, 6, 2, 2, 1, 11968, (0, 2)),
         ("4g.24gb", GI_ENUM_4_SLICE, 0, 4, 4, 1, 24000, (0,)),
-    ]),
+    ], sources=("MIG User Guide: A30 MIG Profiles", "nvidia-smi mig -lgip/-lgipp transcript, A30"),
+       inferred=("whether 1g.6gb+me and 2g.12gb+me can coexist",)),
     # MIG User Guide "H100 MIG Profiles" + two H100 `-lgip/-lgipp` transcripts.
     _model("H100-SXM5-80GB", (0x233010DE,), ("NVIDIA H100 80GB HBM3",), ("H100-80GB-HBM3",), 81559, False, [
         ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9984, _ALL_1G),
@@ -317,8 +319,10 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40448, (0, 4)),
         ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40448, (0,)),
         ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 81152, (0,)),
-    ]),
-    # MIG User Guide "H200 MIG Profiles"; ids and placements presumed equal to H100 (UNVERIFIED).
+    ], sources=("MIG User Guide: H100 MIG Profiles", "two nvidia-smi mig -lgip/-lgipp transcripts, H100 80GB"),
+       inferred=("total MiB",)),
+    # MIG User Guide "H200 MIG Profiles"; ids 19/20/15/14/9/5/0 in mig-parted #120's `-lgip`; placements presumed
+    # equal to H100 (INFERRED); MiB other than 1g.18gb approximations that reproduce the names (INFERRED).
     _model("H200-141GB", (0x233510DE,), ("NVIDIA H200",), ("H200", "H200-SXM5-141GB"), 143771, False, [
         ("1g.18gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 16384, _ALL_1G),
         ("1g.18gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 16384, _ALL_1G),
@@ -327,7 +331,8 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.71gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 65536, (0, 4)),
         ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 65536, (0,)),
         ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 131072, (0,)),
-    ]),
+    ], sources=("MIG User Guide: H200 MIG Profiles", "nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (ids)"),
+       inferred=("placements (H100's)", "MiB other than 1g.18gb", "total MiB")),
     # ---- the catalogue for the boards operators buy now (issue 15). Each row cites its sources; INFERRED marks
     # what no source states. "gpu-operator 0400" = NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml
     # (copy and commit in tests/data/gpu-operator/SOURCE.md), which lists the PCI ids of each group of boards
