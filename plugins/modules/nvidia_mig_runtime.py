@@ -12,7 +12,7 @@ short_description: Install the collection's MIG module_utils for gpufleet-mig-ap
 version_added: "0.1.0"
 description:
   - Writes the module_utils that the C(gpufleet.nvidia.nvidia_mig) module runs (C(mig_apply), C(mig_layout),
-    C(mig_planner), C(mig_parted), C(mig_profiles), C(nvml)) under
+    C(mig_planner), C(mig_parted), C(mig_profiles), C(nvml)), and C(command) (the C locale of its commands), under
     O(lib_dir)C(/ansible_collections/gpufleet/nvidia/plugins/module_utils/), where the C(gpufleet-mig-apply)
     entry point of the C(gpufleet.nvidia.nvidia_mig) role imports them.
   - The files are taken from this module's own payload (Ansible ships a module together with the module_utils it
@@ -57,11 +57,13 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-# Imported so that Ansible puts them in this module's payload (mig_apply imports the others).
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_apply  # noqa: F401
+# Imported so that Ansible puts them in this module's payload (mig_apply imports the others; the entry point's
+# commands take their locale from command).
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import command, mig_apply  # noqa: F401
 
 PACKAGE = "ansible_collections.gpufleet.nvidia.plugins.module_utils"
-FILES = ("nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py", "mig_profiles.py")
+FILES = ("command.py", "nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py",
+         "mig_profiles.py")
 
 
 def sources() -> dict[str, bytes]:

@@ -9,6 +9,8 @@ applies 2x 3g.40gb per GPU under a fault:
 2. GPU 2 lost mid-apply (NVML_ERROR_GPU_IS_LOST on its create): the healthy GPUs converge, the run names GPU 2;
 3. two ansible-playbook processes at once: their transactions overlap in time, the host lock lets one apply and
    the other find nothing left, no GPU half-applied;
+   With two different layouts at once, the run that takes the lock second applies its own request (read under
+   the lock) and the record names the layout the GPUs end with;
 4. the controller SIGKILLed (its whole process group) while the host-side transaction runs: the GPU clients it
    stopped are active again in a new invocation, and the state file says ``success``, without any controller.
 
@@ -53,6 +55,7 @@ RESTART_LIMIT_S = 30
 STATE_FILE = "/etc/gpufleet/mig-state.json"
 OLD = [("1g.10gb", s, [1]) for s in range(7)]
 NEW = [("3g.40gb", 0, [3]), ("3g.40gb", 4, [3])]
+ONE_7G = [("7g.80gb", 0, [7])]
 PLAYBOOK = f"""\
 - name: nvidia_mig
   hosts: all
@@ -67,6 +70,10 @@ PLAYBOOK = f"""\
         - devices: all
           mig_enabled: true
           gpu_instances: {{"3g.40gb": 2}}
+      one-7g:
+        - devices: all
+          mig_enabled: true
+          gpu_instances: {{"7g.80gb": 1}}
     nvidia_mig_gpu_clients: [{SLOW}, nvidia-persistenced]
   roles:
     - role: gpufleet.nvidia.nvidia_mig
@@ -247,6 +254,36 @@ def test_two_concurrent_applies_never_interleave(lab: dict[str, Path]) -> None:
     assert changed == [[], [0, 1, 2, 3, 4, 5, 6, 7]]  # one applied; the other waited and found nothing to do
     assert layouts() == [NEW] * 8
     assert record()["state"] == "success"
+
+
+def test_two_concurrent_runs_with_different_layouts_each_apply_their_own_request(lab: dict[str, Path]) -> None:
+    """Two operators at once, two layouts: each transaction reads its own request under the host lock.
+
+    The run that takes the lock second must change every GPU again (it applies its own request, not the first
+    one's), and the record must name the layout the GPUs end with. The first run's verification may see the GPUs
+    already holding the second layout; then it must fail there, naming its layout (never a false "applied").
+    """
+    seven_1g(lab)
+    exec_in(HOST, ["systemctl", "start", SLOW])
+    try:
+        procs = {name: subprocess.Popen(_argv(lab, name), cwd=ROOT, env=_env(lab), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True) for name in ("two-3g", "one-7g")}
+        outs = {name: proc.communicate(timeout=600) for name, proc in procs.items()}
+    finally:
+        exec_in(HOST, ["systemctl", "stop", SLOW])
+    results = {name: _parse(procs[name].returncode, *outs[name]) for name in procs}
+    spans = {name: (_transaction(r)["start"], _transaction(r)["end"]) for name, r in results.items()}
+    (first, first_span), (last, last_span) = sorted(spans.items(), key=lambda item: item[1][1])
+    assert last_span[0] < first_span[1], spans  # the two transactions overlapped in time
+    assert (results[last]["rc"], results[last]["failures"]) == (0, [])
+    assert _published(results[last])["changed_gpus"] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert layouts() == [{"two-3g": NEW, "one-7g": ONE_7G}[last]] * 8
+    assert (record()["state"], record()["layout_name"]) == ("success", last)
+    if results[first]["rc"] != 0:
+        assert [m.split(":", 2)[:2] for m in results[first]["failures"]] == [
+            ["nvidia_mig", " the GPUs do not show layout '" + first + "'"]], results[first]["failures"]
+    leftovers = exec_in(HOST, ["sh", "-c", "ls -A /run/gpufleet"]).split()
+    assert [f for f in leftovers if f.startswith(("mig-request", "mig-apply-result"))] == []
 
 
 def test_controller_killed_mid_apply_clients_come_back_without_it(lab: dict[str, Path]) -> None:

@@ -45,8 +45,10 @@ def _say(text: str, stream: TextIO = sys.stdout) -> None:
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
-    """Run a command with the C locale (the GPU reset, systemctl); return ``(rc, stdout, stderr)``."""
-    env = dict(os.environ, LC_ALL="C", LANG="C")
+    """Run a command with the C locale of command.py (the GPU reset, systemctl); return ``(rc, stdout, stderr)``."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import C_LOCALE  # on --lib, see main()
+
+    env = dict(os.environ, **C_LOCALE)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -69,6 +71,10 @@ def write_state(path: str, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record, indent=4, sort_keys=True) + "\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+class _Unreadable(Exception):
+    """The record (or the role's request) cannot be read."""
 
 
 class Terminated(Exception):
@@ -135,20 +141,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
 
-    try:
-        state = load_state(args.request or args.state)
-    except (OSError, ValueError) as exc:
-        _say(f"gpufleet-mig-apply: cannot read the recorded MIG layout: {exc}", sys.stderr)
-        return 2
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _terminate)
-    name = state.get("layout_name")
+    name: Any = None
     holder = "gpufleet-mig-apply{}".format(" --transaction" if args.transaction else "")
     outcome: dict[str, Any] = {"failed": True, "msg": "not started"}
     rc = 1
     started = time.monotonic()
     try:
         with host_lock(args.lock_file, args.lock_timeout, holder):
+            # Read under the lock: the record a transaction that held the lock before this one has just written is
+            # the one to apply at boot, never the one it replaced.
+            try:
+                state = load_state(args.request or args.state)
+            except (OSError, ValueError) as exc:
+                raise _Unreadable(f"cannot read the recorded MIG layout: {exc}") from exc
+            name = state.get("layout_name")
             record_it = args.transaction and not args.check
             if record_it:
                 write_state(args.state, _record(state, "pending", None))  # truthful while the apply runs
@@ -174,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except LockBusy as exc:
         outcome.update(exc.partial, failed=True, msg=str(exc), error_type="LockBusy")
         rc = 3
+    except _Unreadable as exc:
+        outcome.update(failed=True, msg=str(exc), error_type="Unreadable")
+        rc = 2
     except Terminated as exc:
         outcome.update(failed=True, msg=str(exc), error_type="Terminated")
     outcome.pop("warnings", None)
@@ -181,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.result:
         write_state(args.result, outcome)
     if outcome["failed"]:
-        _say(f"gpufleet-mig-apply: layout '{name}' failed: {outcome['msg']}", sys.stderr)
+        what = f"layout '{name}'" if name is not None else "the recorded layout"
+        _say(f"gpufleet-mig-apply: {what} failed: {outcome['msg']}", sys.stderr)
         if args.json:
             _say(json.dumps(outcome, indent=2, sort_keys=True, default=str))
         return rc
