@@ -292,6 +292,24 @@ def dcgm_packages() -> list[Package]:
     return [core, *flavours, exporter]
 
 
+CUDA_KEYRING_VERSION = "1.1-1"
+CUDA_KEYRING_FILE = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+
+
+def cuda_keyring_package(distro: str, arch: str, repo_url: str, keyring: bytes) -> Package:
+    """NVIDIA's ``cuda-keyring`` for one ``<distro>/<arch>`` repository: the key and an apt source signed by it.
+
+    As NVIDIA's package does, it installs the binary key as ``/usr/share/keyrings/cuda-archive-keyring.gpg`` and
+    ``/etc/apt/sources.list.d/cuda-<distro>-<arch>.list`` naming ``repo_url`` (here: the simulated server).
+    """
+    source = f"/etc/apt/sources.list.d/cuda-{distro}-{arch}.list"
+    return Package("cuda-keyring", CUDA_KEYRING_VERSION, f"GPG keyring and apt source of the CUDA repository "
+                   f"{distro}/{arch}", arch="all",
+                   files={CUDA_KEYRING_FILE: keyring,
+                          source: f"deb [signed-by={CUDA_KEYRING_FILE}] {repo_url} /\n".encode()},
+                   conffiles=[source], section="admin")
+
+
 def control_text(pkg: Package) -> str:
     """The DEBIAN/control file of a package."""
     lines = [f"Package: {pkg.name}", f"Version: {pkg.version}", f"Architecture: {pkg.arch}",

@@ -4,6 +4,12 @@
 ``apt-ftparchive``, signs it (``InRelease`` + ``Release.gpg``) with a key kept in a throw-away ``GNUPGHOME`` under
 the build folder, exports the public key (``gpusim-archive-keyring.gpg`` binary, ``.asc`` armoured), and adds a
 PEP 503 index ``pypi/simple/nvidia-ml-py/`` with the pinned wheel so hosts can install the bindings from it too.
+
+It also serves NVIDIA's own layout, ``compute/cuda/repos/<distro>/<arch>/`` (:data:`NVIDIA_REPOS`): one flat,
+signed repository per directory, as on ``developer.download.nvidia.com``, each with its packages (symbolic links
+into ``pool/``, nothing copied), the key under NVIDIA's file name (:data:`NVIDIA_KEY_FILE`, armoured) and a
+``cuda-keyring_<ver>_all.deb`` whose apt source points at the simulated server. The simulated driver is built for
+x86_64 only: the ``sbsa`` directories carry the architecture-independent packages (pinning, keyring) and no driver.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +33,14 @@ KEYRING = "gpusim-archive-keyring.gpg"
 KEYRING_ASC = "gpusim-archive-keyring.asc"
 PID_FILE = "repo-server.pid"
 DEFAULT_PORT = 8765
+DEFAULT_SERVER = f"http://127.0.0.1:{DEFAULT_PORT}"
+#: NVIDIA's CUDA repository tree and the repositories of it that the roles use: (distro, arch) -> Debian arch.
+NVIDIA_TREE = "compute/cuda/repos"
+NVIDIA_REPOS: dict[tuple[str, str], str] = {
+    (distro, arch): deb_arch for distro in ("debian12", "ubuntu2204", "ubuntu2404")
+    for arch, deb_arch in (("x86_64", "amd64"), ("sbsa", "arm64"))}
+#: The key file in each of NVIDIA's repositories (NVIDIA's key 3bf863cc; here the simulated key under that name).
+NVIDIA_KEY_FILE = "3bf863cc.pub"
 
 
 class RepoError(RuntimeError):
@@ -82,8 +97,63 @@ def write_pypi_index(repo: Path, wheel: Path) -> Path:
     return page
 
 
-def build_repo(repo: Path, gnupg_home: Path, wheel: Path | None = None) -> dict[str, Path]:
-    """Index, sign and publish the key of the repository in ``repo`` (debs already in ``repo/pool``)."""
+def _release(folder: Path, architectures: str) -> str:
+    return _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpusim",
+                 "-o", "APT::FTPArchive::Release::Label=gpusim simulated NVIDIA stack",
+                 "-o", f"APT::FTPArchive::Release::Architectures={architectures}", "release", "."], cwd=folder)
+
+
+def _sign(folder: Path, fingerprint: str, env: dict[str, str]) -> None:
+    """``InRelease`` (clear-signed) and ``Release.gpg`` (detached) for ``folder/Release``."""
+    _run(["gpg", "--batch", "--yes", "--local-user", fingerprint, "--clearsign", "-o", "InRelease", "Release"],
+         cwd=folder, env=env)
+    _run(["gpg", "--batch", "--yes", "--local-user", fingerprint, "--armor", "--detach-sign", "-o",
+          "Release.gpg", "Release"], cwd=folder, env=env)
+
+
+def _index(folder: Path) -> None:
+    packages = _run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=folder)
+    (folder / "Packages").write_text(packages, encoding="utf-8")
+    with gzip.GzipFile(folder / "Packages.gz", "wb", mtime=0) as handle:
+        handle.write(packages.encode())
+
+
+def build_nvidia_tree(repo: Path, fingerprint: str, env: dict[str, str], keyring: bytes,
+                      server_url: str = DEFAULT_SERVER) -> dict[tuple[str, str], Path]:
+    """Lay out ``repo/compute/cuda/repos/<distro>/<arch>/`` (:data:`NVIDIA_REPOS`) as signed flat repositories.
+
+    Each gets links to the ``pool/`` packages of its architecture (and ``all``), the armoured key as
+    :data:`NVIDIA_KEY_FILE`, and its own ``cuda-keyring`` package whose source names
+    ``<server_url>/compute/cuda/repos/<distro>/<arch>/``. Returns the folder of each repository.
+    """
+    from . import packaging
+
+    pool = sorted((repo / "pool").glob("*.deb"))
+    folders: dict[tuple[str, str], Path] = {}
+    with tempfile.TemporaryDirectory(prefix="gpusim-keyring-") as stage_dir:
+        for (distro, arch), deb_arch in NVIDIA_REPOS.items():
+            folder = repo / NVIDIA_TREE / distro / arch
+            folder.mkdir(parents=True)
+            for deb in pool:
+                if deb.name.endswith((f"_{deb_arch}.deb", "_all.deb")):
+                    (folder / deb.name).symlink_to(os.path.relpath(deb, folder))
+            (folder / NVIDIA_KEY_FILE).symlink_to(os.path.relpath(repo / KEYRING_ASC, folder))
+            url = f"{server_url.rstrip('/')}/{NVIDIA_TREE}/{distro}/{arch}/"
+            keyring_pkg = packaging.cuda_keyring_package(distro, arch, url, keyring)
+            packaging.build_deb(packaging.stage(keyring_pkg, Path(stage_dir) / distro / arch), folder)
+            _index(folder)
+            (folder / "Release").write_text(_release(folder, f"{deb_arch} all"), encoding="utf-8")
+            _sign(folder, fingerprint, env)
+            folders[(distro, arch)] = folder
+    return folders
+
+
+def build_repo(repo: Path, gnupg_home: Path, wheel: Path | None = None,
+               server_url: str = DEFAULT_SERVER) -> dict[str, Path]:
+    """Index, sign and publish the key of the repository in ``repo`` (debs already in ``repo/pool``).
+
+    ``server_url`` is where the repository will be served: the ``cuda-keyring`` packages' sources name it.
+    """
     repo = repo.resolve()
     if not any((repo / "pool").glob("*.deb")):
         raise RepoError(f"no packages in {repo / 'pool'}: build them first")
@@ -93,26 +163,24 @@ def build_repo(repo: Path, gnupg_home: Path, wheel: Path | None = None) -> dict[
         handle.write(packages.encode())
     for stale in ("Release", "InRelease", "Release.gpg"):
         (repo / stale).unlink(missing_ok=True)
-    release = _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpusim",
-                    "-o", "APT::FTPArchive::Release::Label=gpusim simulated NVIDIA stack",
-                    "-o", "APT::FTPArchive::Release::Architectures=amd64 all", "release", "."], cwd=repo)
-    (repo / "Release").write_text(release, encoding="utf-8")
+    # The tree is made again below; gone first so that the flat repository's Release does not index it.
+    shutil.rmtree(repo / NVIDIA_TREE.split("/")[0], ignore_errors=True)
+    (repo / "Release").write_text(_release(repo, "amd64 all"), encoding="utf-8")
     env = _gpg_env(gnupg_home)
     try:
         fingerprint = ensure_key(gnupg_home)
-        _run(["gpg", "--batch", "--yes", "--local-user", fingerprint, "--clearsign", "-o", "InRelease", "Release"],
-             cwd=repo, env=env)
-        _run(["gpg", "--batch", "--yes", "--local-user", fingerprint, "--armor", "--detach-sign", "-o",
-              "Release.gpg", "Release"], cwd=repo, env=env)
+        _sign(repo, fingerprint, env)
         binary = subprocess.run(["gpg", "--batch", "--export", fingerprint], env=env, capture_output=True,
                                 check=True).stdout
         (repo / KEYRING).write_bytes(binary)
         (repo / KEYRING_ASC).write_text(_run(["gpg", "--batch", "--armor", "--export", fingerprint], env=env),
                                         encoding="ascii")
+        tree = build_nvidia_tree(repo, fingerprint, env, binary, server_url)
     finally:
         stop_agent(gnupg_home)
     result = {"Packages": repo / "Packages", "Release": repo / "Release", "InRelease": repo / "InRelease",
-              "Release.gpg": repo / "Release.gpg", "keyring": repo / KEYRING, "keyring_asc": repo / KEYRING_ASC}
+              "Release.gpg": repo / "Release.gpg", "keyring": repo / KEYRING, "keyring_asc": repo / KEYRING_ASC,
+              **{f"{NVIDIA_TREE}/{distro}/{arch}": path for (distro, arch), path in tree.items()}}
     if wheel is not None:
         result["pypi"] = write_pypi_index(repo, wheel)
     return result
