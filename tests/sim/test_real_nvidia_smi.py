@@ -285,6 +285,59 @@ def test_default_view_shows_the_states_gpus(host: Callable[..., Host], preset: s
                          rf"{SHORT_COMPUTE_MODES[g['compute_mode']]} \|$", second), second
 
 
+# ------------------------------------------------------------------------------------------- processes
+
+def with_processes(doc: dict[str, Any]) -> dict[str, Any]:
+    """Processes of every kind on the last GPU of a state: compute, graphics (memory not available) and both."""
+    g = doc["gpus"][-1]
+    hardware.add_process_in(g, 4242, "train.py", 2048)
+    g["processes"] += [{"pid": 999, "name": "Xorg", "used_memory_mib": None, "gi_id": None, "ci_id": None,
+                        "type": "G"},
+                       {"pid": 4243, "name": "render-and-compute", "used_memory_mib": 64, "gi_id": None,
+                        "ci_id": None, "type": "C+G"}]
+    return doc
+
+
+def expected_process_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The Processes table's rows of a state whose GPUs are not in MIG mode, by NVIDIA's documented columns."""
+    rows = []
+    for g in doc["gpus"]:
+        for p in sorted(g["processes"], key=lambda p: p["pid"]):
+            used = "N/A" if p["used_memory_mib"] is None else f"{p['used_memory_mib']}MiB"
+            rows.append([str(g["index"]), "N/A", "N/A", str(p["pid"]), p.get("type", "C"), p["name"], used])
+    return rows
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_processes_of_the_state_in_every_view(host: Callable[..., Host], preset: str) -> None:
+    doc = with_processes(build_state(preset, f"seed-{preset}"))
+    h = host(doc=doc)
+    view = h.smi()
+    table = view[view.index("Processes:"):]
+    assert _rows(table) == expected_process_rows(doc)
+    assert "No running processes found" not in view
+
+    g = doc["gpus"][-1]
+    gpu = ET.fromstring(h.smi("-q", "-x")).findall("gpu")[-1]
+    assert [[_text(p.find(k)) for k in ("pid", "type", "process_name", "used_memory", "gpu_instance_id",
+                                        "compute_instance_id")]
+            for p in gpu.findall("processes/process_info")] == [
+        [str(p["pid"]), p.get("type", "C"), p["name"],
+         "N/A" if p["used_memory_mib"] is None else f"{p['used_memory_mib']} MiB", "N/A", "N/A"]
+        for p in sorted(g["processes"], key=lambda p: p["pid"])]
+    compute = h.smi("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader")
+    assert compute.splitlines() == [f"{g['uuid']}, {p['pid']}, {p['name']}, {p['used_memory_mib']} MiB"
+                                    for p in sorted(g["processes"], key=lambda p: p["pid"])
+                                    if p.get("type", "C") in ("C", "C+G")]
+
+
+def test_a_gpu_without_processes_shows_none(host: Callable[..., Host]) -> None:
+    h = host("2xA100-40GB")
+    assert "|  No running processes found" in h.smi()
+    assert h.smi("-q").count("    Processes                             : None") == 2
+    assert h.smi("--query-compute-apps=pid", "--format=csv,noheader") == ""
+
+
 # ------------------------------------------------------------------------------- MIG, processes and faults
 
 def _rows(text: str) -> list[list[str]]:
@@ -362,6 +415,8 @@ def test_mig_create_list_and_destroy_through_nvidias_binary(mig_host: Host) -> N
     assert [row[:4] for row in mig_rows] == [["0", str(gi["id"]), "0", str(k)] for k, gi in enumerate(ordered)]
     assert [row[5:8] for row in mig_rows] == [
         [f"{1500 if gi is big else 0}MiB", "/", f"{profiles[gi['profile_id']]['memory_mib']}MiB"] for gi in ordered]
+    procs = _rows(view[view.index("Processes:"):])
+    assert procs == [["0", str(big["id"]), "0", "777", "C", "train.py", "1500MiB"]]
 
     gpu0 = ET.fromstring(mig_host.smi("-q", "-x", "-i", "0")).find("gpu")
     assert gpu0 is not None

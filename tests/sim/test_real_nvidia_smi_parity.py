@@ -89,7 +89,17 @@ def test_both_nvidia_smis_on_one_state(real: RealClients, lib535: Path, tmp_path
     created = real.run("nvidia-smi", ["mig", "-i", "0", "-cgi", "9,19", "-C"], lib535, state)
     assert created.returncode == 0, created.stdout + created.stderr
     doc = json.loads(state.read_text(encoding="utf-8"))
+    gis = {gi["profile_id"]: gi["id"] for gi in doc["gpus"][0]["mig"]["gpu_instances"]}
+    # processes of every kind: on MIG devices (listed MIG device by MIG device), a name longer than the column,
+    # graphics with no memory figure, compute+graphics, a memory figure wider than the cell
+    hardware.add_process_in(doc["gpus"][0], 777, "train.py", 1500, gi_id=gis[9], ci_id=0)
+    hardware.add_process_in(doc["gpus"][0], 555, "infer.py", 300, gi_id=gis[19], ci_id=0)
+    hardware.add_process_in(doc["gpus"][0], 111, "/opt/conda/envs/research/bin/python3.11-worker", 200,
+                            gi_id=gis[9], ci_id=0)
     hardware.add_process_in(doc["gpus"][1], 4242, "python3", 512)
+    doc["gpus"][1]["processes"] += [
+        {"pid": 999, "name": "Xorg", "used_memory_mib": None, "gi_id": None, "ci_id": None, "type": "G"},
+        {"pid": 4243, "name": "render", "used_memory_mib": 123456, "gi_id": None, "ci_id": None, "type": "C+G"}]
     state.write_text(json.dumps(doc), encoding="utf-8")
 
     verdicts = {}

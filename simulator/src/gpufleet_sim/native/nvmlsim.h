@@ -414,6 +414,23 @@ void sim_mig_device_name(const cJSON *g, const cJSON *gio, const cJSON *cio, cha
 void sim_mig_uuid(const cJSON *g, int gi, int ci, char *buf, size_t len);
 int sim_mig_devices(const cJSON *g, int *gis, int *cis, int max);
 unsigned long long sim_processes_mib(const cJSON *g, int gi, int ci);
+/* processes of the state: kinds, and the listing behind the public process functions and the export table */
+#define SIM_PROC_COMPUTE 0x1
+#define SIM_PROC_GRAPHICS 0x2
+int sim_process_kind(const cJSON *p);
+/* one process as NVIDIA's 535 nvidia-smi receives it from the export table: the fields of nvml.h's
+ * nvmlProcessDetail_v1_t followed by the process name (0x1020 bytes, found by disassembling the binary) */
+typedef struct sim_process_detail {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+    char name[4096];
+} sim_process_detail_t;
+_Static_assert(sizeof(sim_process_detail_t) == 0x1020, "nvidia-smi 535 reads 0x1020-byte process records");
+nvmlReturn_t sim_list_processes(const char *fn, nvmlDevice_t device, int kind, unsigned int *infoCount,
+                                nvmlProcessInfo_t *infos, sim_process_detail_t *details);
 /* a compute process runs on GI gi (and CI ci when ci >= 0) */
 int sim_gi_has_processes(const cJSON *g, int gi, int ci);
 

@@ -477,8 +477,30 @@ SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtil
 
 /* ---------------------------------------------------------------------------------------- processes */
 
-static nvmlReturn_t running_processes(const char *fn, nvmlDevice_t device, unsigned int *infoCount,
-                                      nvmlProcessInfo_t *infos)
+/* the kinds a state process has: "type" "C" (default), "G" or "C+G", as nvidia-smi's Type column */
+int sim_process_kind(const cJSON *p)
+{
+    const char *type = sim_jstr(p, "type");
+    if (!type || strcmp(type, "C") == 0)
+        return SIM_PROC_COMPUTE;
+    if (strcmp(type, "G") == 0)
+        return SIM_PROC_GRAPHICS;
+    if (strcmp(type, "C+G") == 0)
+        return SIM_PROC_COMPUTE | SIM_PROC_GRAPHICS;
+    return 0;
+}
+
+static int process_listed(const cJSON *p, const sim_ref_t *r, int kind)
+{
+    if (!(sim_process_kind(p) & kind))
+        return 0;
+    return r->gi < 0 || (sim_jint(p, "gi_id", -1) == r->gi && sim_jint(p, "ci_id", -1) == r->ci);
+}
+
+/* The processes of one kind on a GPU or MIG device, into nvmlProcessInfo_t (infos) or the export table's
+ * records (details), whichever is not NULL; NVML's count protocol (INSUFFICIENT_SIZE with the count needed). */
+nvmlReturn_t sim_list_processes(const char *fn, nvmlDevice_t device, int kind, unsigned int *infoCount,
+                                nvmlProcessInfo_t *infos, sim_process_detail_t *details)
 {
     SIM_LOCKED;
     sim_ref_t r;
@@ -492,28 +514,40 @@ static nvmlReturn_t running_processes(const char *fn, nvmlDevice_t device, unsig
         return NVML_ERROR_INVALID_ARGUMENT;
     cJSON_ArrayForEach(p, sim_jpath(r.g, "processes"))
     {
-        if (r.gi >= 0 && (sim_jint(p, "gi_id", -1) != r.gi || sim_jint(p, "ci_id", -1) != r.ci))
-            continue;
-        n++;
+        if (process_listed(p, &r, kind))
+            n++;
     }
     if (n == 0) {
         *infoCount = 0;
         return NVML_SUCCESS;
     }
-    if (!infos || *infoCount < n) {
+    if ((!infos && !details) || *infoCount < n) {
         *infoCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     cJSON_ArrayForEach(p, sim_jpath(r.g, "processes"))
     {
         double mib;
-        if (r.gi >= 0 && (sim_jint(p, "gi_id", -1) != r.gi || sim_jint(p, "ci_id", -1) != r.ci))
-            continue;
-        infos[i].pid = (unsigned int)sim_jint(p, "pid", 0);
-        infos[i].usedGpuMemory =
+        unsigned int pid = (unsigned int)sim_jint(p, "pid", 0);
+        unsigned long long used =
             sim_jnum(p, "used_memory_mib", &mib) ? (unsigned long long)mib * MIB : NVML_VALUE_NOT_AVAILABLE_ULL;
-        infos[i].gpuInstanceId = (unsigned int)sim_jint(p, "gi_id", NVML_INVALID_ID);
-        infos[i].computeInstanceId = (unsigned int)sim_jint(p, "ci_id", NVML_INVALID_ID);
+        unsigned int gi = (unsigned int)sim_jint(p, "gi_id", NVML_INVALID_ID);
+        unsigned int ci = (unsigned int)sim_jint(p, "ci_id", NVML_INVALID_ID);
+        if (!process_listed(p, &r, kind))
+            continue;
+        if (infos) {
+            infos[i].pid = pid;
+            infos[i].usedGpuMemory = used;
+            infos[i].gpuInstanceId = gi;
+            infos[i].computeInstanceId = ci;
+        } else {
+            memset(&details[i], 0, sizeof(details[i]));
+            details[i].pid = pid;
+            details[i].usedGpuMemory = used;
+            details[i].gpuInstanceId = gi;
+            details[i].computeInstanceId = ci;
+            snprintf(details[i].name, sizeof(details[i].name), "%s", sim_jstr(p, "name") ? sim_jstr(p, "name") : "");
+        }
         i++;
     }
     *infoCount = n;
@@ -523,13 +557,13 @@ static nvmlReturn_t running_processes(const char *fn, nvmlDevice_t device, unsig
 SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                              nvmlProcessInfo_t *infos)
 {
-    return running_processes(__func__, device, infoCount, infos);
+    return sim_list_processes(__func__, device, SIM_PROC_COMPUTE, infoCount, infos, NULL);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                              nvmlProcessInfo_t *infos)
 {
-    return running_processes(__func__, device, infoCount, infos);
+    return sim_list_processes(__func__, device, SIM_PROC_COMPUTE, infoCount, infos, NULL);
 }
 
 /* the name of a simulated compute process (state), else the live process's comm, else NOT_FOUND */

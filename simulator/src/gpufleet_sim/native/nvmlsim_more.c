@@ -14,18 +14,81 @@
 
 #include "nvmlsim.h"
 
-/* nvidia-smi asks for the undocumented export table right after nvmlInitWithFlags and stops ("Mismatch in
- * versions") when the symbol is missing; success with a NULL table makes it fall back to the public API. */
+/* NVIDIA's 535 nvidia-smi asks for an undocumented export table right after nvmlInitWithFlags and stops
+ * ("Mismatch in versions") when the symbol is missing. It reads the table as a size (bytes, first 8) followed by
+ * function pointers, and uses a slot only when the size is larger than the slot's offset: with a smaller table
+ * it takes the same path as without one (its wrappers then return NVML_ERROR_UNINITIALIZED, 1).
+ * Its process lists come only from here (the binary never resolves nvmlDeviceGet*RunningProcesses*): slot
+ * 0x6a8 compute, 0x6b0 MPS compute, 0x6b8 graphics processes, each called as
+ * (device, unsigned int *count [in: room, 500], sim_process_detail_t *records) by the function that fills
+ * the "Processes" table, the -q process list and --query-compute-apps. The table ends after slot 0x6b8; every
+ * other slot below it answers NVML_ERROR_UNINITIALIZED, which is what the binary's wrappers return when the table
+ * is absent, so nothing else it shows changes (tests/sim/test_real_nvidia_smi.py checks -q and the other views). */
+#define EXPORT_SLOT_COMPUTE_PROCESSES 0x6a8
+#define EXPORT_SLOT_MPS_PROCESSES 0x6b0
+#define EXPORT_SLOT_GRAPHICS_PROCESSES 0x6b8
+#define EXPORT_TABLE_BYTES (EXPORT_SLOT_GRAPHICS_PROCESSES + 8)
+
+typedef void (*sim_slot_t)(void);
+
+static nvmlReturn_t export_uninitialized(void)
+{
+    return NVML_ERROR_UNINITIALIZED;
+}
+
+static nvmlReturn_t export_compute_processes(nvmlDevice_t device, unsigned int *count, sim_process_detail_t *out)
+{
+    return sim_list_processes("nvmlDeviceGetComputeRunningProcesses", device, SIM_PROC_COMPUTE, count, NULL, out);
+}
+
+static nvmlReturn_t export_graphics_processes(nvmlDevice_t device, unsigned int *count, sim_process_detail_t *out)
+{
+    return sim_list_processes("nvmlDeviceGetGraphicsRunningProcesses", device, SIM_PROC_GRAPHICS, count, NULL,
+                              out);
+}
+
+/* MPS clients are not in the state (docs/simulator.md): none, as nvmlDeviceGetMPSComputeRunningProcesses_v3 */
+static nvmlReturn_t export_mps_processes(nvmlDevice_t device, unsigned int *count, sim_process_detail_t *out)
+{
+    sim_ref_t r;
+    nvmlReturn_t rc;
+    (void)out;
+    {
+        SIM_LOCKED;
+        rc = sim_dev("nvmlDeviceGetMPSComputeRunningProcesses", device, SIM_F_MIG_OK, &r);
+    }
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = 0;
+    return NVML_SUCCESS;
+}
+
+static struct {
+    unsigned long long size;
+    sim_slot_t slot[EXPORT_TABLE_BYTES / 8 - 1];
+} g_export_table;
+
 SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, const void *pExportTableId)
 {
     SIM_LOCKED;
+    size_t i;
     nvmlReturn_t rc = sim_begin(__func__);
     (void)pExportTableId;
     if (rc != NVML_SUCCESS)
         return rc;
     if (!ppExportTable)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *ppExportTable = NULL;
+    if (g_export_table.size == 0) {
+        for (i = 0; i < sizeof(g_export_table.slot) / sizeof(g_export_table.slot[0]); i++)
+            g_export_table.slot[i] = (sim_slot_t)export_uninitialized;
+        g_export_table.slot[EXPORT_SLOT_COMPUTE_PROCESSES / 8 - 1] = (sim_slot_t)export_compute_processes;
+        g_export_table.slot[EXPORT_SLOT_MPS_PROCESSES / 8 - 1] = (sim_slot_t)export_mps_processes;
+        g_export_table.slot[EXPORT_SLOT_GRAPHICS_PROCESSES / 8 - 1] = (sim_slot_t)export_graphics_processes;
+        g_export_table.size = EXPORT_TABLE_BYTES;
+    }
+    *ppExportTable = &g_export_table;
     return NVML_SUCCESS;
 }
 
@@ -140,7 +203,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *
 
 /* ------------------------------------------------------------------------------------ processes */
 
-/* the simulated GPUs run compute work only: no graphics process, no MPS server process */
+/* graphics processes are the state's processes of type "G" or "C+G"; MPS clients are not simulated */
 static nvmlReturn_t no_processes(const char *fn, nvmlDevice_t device, unsigned int *infoCount)
 {
     DEV_PROLOGUE(fn, device, SIM_F_MIG_OK);
@@ -153,15 +216,13 @@ static nvmlReturn_t no_processes(const char *fn, nvmlDevice_t device, unsigned i
 SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                               nvmlProcessInfo_t *infos)
 {
-    (void)infos;
-    return no_processes(__func__, device, infoCount);
+    return sim_list_processes(__func__, device, SIM_PROC_GRAPHICS, infoCount, infos, NULL);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                               nvmlProcessInfo_t *infos)
 {
-    (void)infos;
-    return no_processes(__func__, device, infoCount);
+    return sim_list_processes(__func__, device, SIM_PROC_GRAPHICS, infoCount, infos, NULL);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,

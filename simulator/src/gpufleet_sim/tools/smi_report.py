@@ -201,24 +201,44 @@ def _processes(smi: Smi, gpu: Gpu) -> list[str]:
     if not procs:
         return [_line(1, "Processes", "None")]
     out = [_line(1, "Processes")]
-    for pid, name, used, gi, ci in procs:
+    for pid, name, used, gi, ci, kind in procs:
+        memory = "Not available in WDDM driver model" if used == NA else f"{used} MiB"  # 535's words for N/A
         out += [_line(2, "GPU instance ID", gi), _line(2, "Compute instance ID", ci),
-                _line(2, "Process ID", pid), _line(3, "Type", "C"), _line(3, "Name", name),
-                _line(3, "Used GPU Memory", f"{used} MiB")]
+                _line(2, "Process ID", pid), _line(3, "Type", kind), _line(3, "Name", name),
+                _line(3, "Used GPU Memory", memory)]
     return out
 
 
-def process_rows(smi: Smi, gpu: Gpu) -> list[tuple[int, str, Any, Any, Any]]:
-    """(pid, name, used MiB, GI id, CI id) of the compute processes on a GPU."""
+def process_rows(smi: Smi, gpu: Gpu) -> list[tuple[int, str, Any, Any, Any, str]]:
+    """(pid, name, used MiB, GI id, CI id, type) of the processes on a GPU, in NVIDIA 535's order: MIG device by
+    MIG device on a MIG GPU, then by pid; type "C" (compute), "G" (graphics) or "C+G" (both)."""
     nv = smi.nvml
-    procs = smi.call(nv.nvmlDeviceGetComputeRunningProcesses, gpu.handle, default=[])
+    handles = [gpu.handle]
+    if smi.call(nv.nvmlDeviceGetMigMode, gpu.handle, default=[0])[0] == 1:
+        count = smi.call(nv.nvmlDeviceGetMaxMigDeviceCount, gpu.handle, default=0)
+        migs = []
+        for k in range(count if count != NA else 0):
+            try:
+                migs.append(nv.nvmlDeviceGetMigDeviceHandleByIndex(gpu.handle, k))
+            except nv.NVMLError_NotFound:
+                continue
+        handles = migs or handles
     rows = []
-    for proc in procs:
-        gi = getattr(proc, "gpuInstanceId", 0xFFFFFFFF)
-        ci = getattr(proc, "computeInstanceId", 0xFFFFFFFF)
-        used = NA if proc.usedGpuMemory is None else _mib(proc.usedGpuMemory)
-        rows.append((int(proc.pid), _proc_name(int(proc.pid)), used,
-                     NA if gi in (None, 0xFFFFFFFF) else gi, NA if ci in (None, 0xFFFFFFFF) else ci))
+    for handle in handles:
+        kinds: dict[int, tuple[Any, str]] = {}
+        for call, kind in ((nv.nvmlDeviceGetComputeRunningProcesses, "C"),
+                           (nv.nvmlDeviceGetGraphicsRunningProcesses, "G")):
+            procs = smi.call(call, handle, default=[])
+            for proc in procs if procs != NA else []:
+                seen = kinds.get(int(proc.pid))
+                kinds[int(proc.pid)] = (proc, "C+G" if seen else kind)
+        for pid in sorted(kinds):
+            proc, kind = kinds[pid]
+            gi = getattr(proc, "gpuInstanceId", 0xFFFFFFFF)
+            ci = getattr(proc, "computeInstanceId", 0xFFFFFFFF)
+            used = NA if proc.usedGpuMemory is None else _mib(proc.usedGpuMemory)
+            rows.append((pid, _proc_name(pid), used, NA if gi in (None, 0xFFFFFFFF) else gi,
+                         NA if ci in (None, 0xFFFFFFFF) else ci, kind))
     return rows
 
 
@@ -260,8 +280,9 @@ def summary(smi: Smi, gpus: list[Gpu]) -> str:
         used, total = _field(smi, gpu, "memory.used"), _field(smi, gpu, "memory.total")
         util = _field(smi, gpu, "utilization.gpu")
         mode = _field(smi, gpu, "compute_mode")
+        memory = f"{used}MiB / " + _cell(f"{total}MiB", 8).rstrip()  # 535 cuts a 6-digit total to "14377..."
         out += [f"| {gpu.index:>3}  {name:<24}{pm:>10} | {gpu.bus_id} {'Off':>3} | {ecc!s:>20} |",
-                f"| {'N/A':<3}{temp!s:>5}C    {pstate:<2}{power:>24} | {f'{used}MiB / {total}MiB':>20} |"
+                f"| {'N/A':<3}{temp!s:>5}C    {pstate:<2}{power:>24} | {memory:>20} |"
                 f"{f'{util}%':>8}{mode:>13} |",
                 f"|{'':41}|{'':22}| {mig:>20} |", cells]
     out += _mig_devices(smi, gpus, bar)
@@ -272,10 +293,19 @@ def summary(smi: Smi, gpus: list[Gpu]) -> str:
     rows = [(g.index, r) for g in gpus for r in process_rows(smi, g)]
     if not rows:
         out.append("|  No running processes found                                                           |")
-    for index, (pid, name, used, gi, ci) in rows:
-        out.append(f"|{index:>5}   {gi!s:>3}  {ci!s:>3}{pid:>10}{'C':>7}   {name[:40]:<40}{f'{used}MiB':>10} |")
+    for index, (pid, name, used, gi, ci, kind) in rows:
+        memory = _cell("N/A" if used == NA else f"{used:>5}MiB", 8)
+        gi_cell, ci_cell = (_cell("N/A" if v == NA else f"{v:>2}", 3) for v in (gi, ci))
+        name = name.strip(" ")
+        name = name if len(name) <= 38 else "..." + name[-35:]  # 535 keeps a long name's end
+        out.append(f"|{index:>5}   {gi_cell}  {ci_cell}{pid:>10}{kind:>7}   {name:<38}    {memory} |")
     out.append(bar)
     return "\n".join(_fit(line, len(bar)) for line in out)
+
+
+def _cell(text: str, width: int) -> str:
+    """A value in one of 535's fixed-width table cells: left-aligned, a longer one cut to ``...``."""
+    return text.ljust(width) if len(text) <= width else text[:width - 3] + "..."
 
 
 def _mig_devices(smi: Smi, gpus: list[Gpu], bar: str) -> list[str]:
