@@ -338,6 +338,36 @@ def test_a_gpu_without_processes_shows_none(host: Callable[..., Host]) -> None:
     assert h.smi("--query-compute-apps=pid", "--format=csv,noheader") == ""
 
 
+# ------------------------------------------------------------------------------------------- topo -m
+
+def _links_up(g: dict[str, Any]) -> int:
+    return sum(1 for up in g["nvlink"]["links"] if up)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_topology_matrix_follows_the_states_nvlinks(host: Callable[..., Host], preset: str) -> None:
+    doc = build_state(preset, f"seed-{preset}")
+    if _links_up(doc["gpus"][0]):
+        hardware.inject_in(doc, doc["gpus"][0], "nvlink-down", {"link": 0})  # one link fewer on GPU 0
+    h = host(doc=doc)
+    lines = h.smi("topo", "-m").splitlines()
+    gpus = doc["gpus"]
+    assert lines[0] == ("\t\x1b[4m" + "\t".join(f"GPU{g['index']}" for g in gpus)
+                        + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m")
+    cpus = os.cpu_count() or 1
+    # the state has no PCIe tree or NUMA layout: one NUMA node holding every CPU (docs/simulator.md)
+    affinity = f"0-{cpus - 1}" if cpus > 1 else "0"
+    expected = []
+    for a in gpus:
+        cells = []
+        for b in gpus:
+            up = min(_links_up(a), _links_up(b), 18)
+            cells.append(" X " if a is b else f"NV{up}" if up else "NODE")
+        expected.append("\t".join([f"GPU{a['index']}", *cells, affinity, "0", "", "N/A"]))
+    assert lines[1:1 + len(gpus)] == expected
+    assert "  NV#  = Connection traversing a bonded set of # NVLinks" in lines
+
+
 # ------------------------------------------------------------------------------- MIG, processes and faults
 
 def _rows(text: str) -> list[list[str]]:

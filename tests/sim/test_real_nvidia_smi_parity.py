@@ -41,6 +41,7 @@ COMMANDS = {
     "mig -lgi": ["mig", "-lgi"],
     "mig -lci": ["mig", "-lci"],
     "mig -lcip": ["mig", "-lcip"],
+    "topo -m": ["topo", "-m"],
 }
 
 

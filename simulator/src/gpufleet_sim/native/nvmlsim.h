@@ -418,6 +418,8 @@ unsigned long long sim_processes_mib(const cJSON *g, int gi, int ci);
 #define SIM_PROC_COMPUTE 0x1
 #define SIM_PROC_GRAPHICS 0x2
 int sim_process_kind(const cJSON *p);
+/* NVLinks up on a GPU (nvlink.links entries that are 1) */
+unsigned int sim_nvlinks_up(const cJSON *g);
 /* one process as NVIDIA's 535 nvidia-smi receives it from the export table: the fields of nvml.h's
  * nvmlProcessDetail_v1_t followed by the process name (0x1020 bytes, found by disassembling the binary) */
 typedef struct sim_process_detail {

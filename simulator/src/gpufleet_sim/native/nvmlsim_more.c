@@ -6,6 +6,8 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <strings.h>
 #include <time.h>
 #include <errno.h>
 #include <signal.h>
@@ -65,6 +67,66 @@ static nvmlReturn_t export_mps_processes(nvmlDevice_t device, unsigned int *coun
     return NVML_SUCCESS;
 }
 
+/* Slot 0xb8: the link between two PCI devices in `nvidia-smi topo -m`, called as (bus_id_a, bus_id_b,
+ * unsigned int *path) with the PCI bus id strings of two GPUs ("00000000:18:00.0") and *path an index into the
+ * matrix's words: 0 PIX, 1 PXB, 2 PHB, 3 NODE, 4 SYS, 5 + n - 1 "NV<n>" (n = 1..18). The state has no PCIe tree
+ * and places every GPU near every CPU of the host (nvmlDeviceGetCpuAffinity), so two GPUs meet through the host
+ * bridges of one NUMA node (NODE) unless both have NVLinks up: then NV<n>, n the smaller count of links up (every
+ * GPU with NVLink reaches every other one, as through NVSwitches). The binary then asks the public API
+ * (nvmlDeviceGetNvLinkRemotePciInfo_v2, field NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT) and keeps this answer
+ * when those report no link. The simulator's nvidia-smi draws the same matrix. */
+#define EXPORT_SLOT_GPU_PATH 0xb8
+#define PATH_NODE 3U
+#define PATH_NV1 5U
+#define PATH_MAX_NVLINKS 18U
+
+unsigned int sim_nvlinks_up(const cJSON *g)
+{
+    const cJSON *link;
+    unsigned int n = 0;
+    cJSON_ArrayForEach(link, sim_jpath(g, "nvlink.links"))
+    {
+        if ((cJSON_IsNumber(link) && link->valuedouble != 0) || cJSON_IsTrue(link))
+            n++;
+    }
+    return n;
+}
+
+/* the GPU whose PCI bus id is bus_id, through the per-GPU checks (lost GPU, injected faults) */
+static nvmlReturn_t gpu_by_bus_id(const char *bus_id, cJSON **g)
+{
+    int i, n = sim_gpu_count();
+    for (i = 0; i < n; i++) {
+        const char *mine = sim_jstr(sim_gpu_json(i), "pci.bus_id");
+        if (mine && strncasecmp(mine, bus_id, NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE) == 0) {
+            nvmlReturn_t rc = sim_gpu_check(i, "nvmlDeviceGetTopologyCommonAncestor");
+            *g = sim_gpu_json(i);
+            return rc;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+static nvmlReturn_t export_gpu_path(const char *bus_id_a, const char *bus_id_b, unsigned int *path)
+{
+    SIM_LOCKED;
+    cJSON *a, *b;
+    unsigned int up;
+    nvmlReturn_t rc = sim_begin("nvmlDeviceGetTopologyCommonAncestor");
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!bus_id_a || !bus_id_b || !path)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = gpu_by_bus_id(bus_id_a, &a)) != NVML_SUCCESS || (rc = gpu_by_bus_id(bus_id_b, &b)) != NVML_SUCCESS)
+        return rc;
+    up = sim_nvlinks_up(a) < sim_nvlinks_up(b) ? sim_nvlinks_up(a) : sim_nvlinks_up(b);
+    if (up > PATH_MAX_NVLINKS)
+        up = PATH_MAX_NVLINKS;
+    *path = up ? PATH_NV1 + up - 1 : PATH_NODE;
+    return NVML_SUCCESS;
+}
+
 static struct {
     unsigned long long size;
     sim_slot_t slot[EXPORT_TABLE_BYTES / 8 - 1];
@@ -83,6 +145,7 @@ SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, cons
     if (g_export_table.size == 0) {
         for (i = 0; i < sizeof(g_export_table.slot) / sizeof(g_export_table.slot[0]); i++)
             g_export_table.slot[i] = (sim_slot_t)export_uninitialized;
+        g_export_table.slot[EXPORT_SLOT_GPU_PATH / 8 - 1] = (sim_slot_t)export_gpu_path;
         g_export_table.slot[EXPORT_SLOT_COMPUTE_PROCESSES / 8 - 1] = (sim_slot_t)export_compute_processes;
         g_export_table.slot[EXPORT_SLOT_MPS_PROCESSES / 8 - 1] = (sim_slot_t)export_mps_processes;
         g_export_table.slot[EXPORT_SLOT_GRAPHICS_PROCESSES / 8 - 1] = (sim_slot_t)export_graphics_processes;
@@ -98,6 +161,50 @@ SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, cons
     nvmlReturn_t rc = sim_dev((fn), (device), (flags), &r);   \
     if (rc != NVML_SUCCESS)                                   \
         return rc
+
+/* ------------------------------------------------------------------------------------------ affinity */
+
+/* The state has no NUMA layout: every GPU is near every online CPU of the host and its memory node 0 (one NUMA
+ * node), which is what `nvidia-smi topo -m` prints in "CPU Affinity" / "NUMA Affinity". */
+static nvmlReturn_t fill_bits(unsigned int size, unsigned long *set, long count)
+{
+    const unsigned int bits = (unsigned int)(8 * sizeof(unsigned long));
+    unsigned int i;
+    if (size == 0 || !set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(set, 0, size * sizeof(unsigned long));
+    for (i = 0; i < size * bits && (long)i < count; i++)
+        set[i / bits] |= 1UL << (i % bits);
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long *cpuSet)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    (void)r;
+    return fill_bits(cpuSetSize, cpuSet, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* scope 0 NODE, 1 SOCKET: one node, one socket - the same CPUs either way */
+SIM_API nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int cpuSetSize,
+                                                         unsigned long *cpuSet, unsigned int scope)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    (void)r;
+    if (scope > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return fill_bits(cpuSetSize, cpuSet, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                 unsigned long *nodeSet, unsigned int scope)
+{
+    DEV_PROLOGUE(__func__, device, 0);
+    (void)r;
+    if (scope > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return fill_bits(nodeSetSize, nodeSet, 1);
+}
 
 /* ---------------------------------------------------------------------------------------- field values */
 

@@ -251,7 +251,9 @@ def _topo(argv: list[str]) -> int:
     gpus = smi.select(None)
     links = {g.index: _nvlinks(smi, g) for g in gpus}
     cpus = os.cpu_count() or 1
-    header = "\t" + "\t".join(f"GPU{g.index}" for g in gpus) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    # 535 underlines the header with ANSI escapes whether or not stdout is a terminal
+    header = ("\t\x1b[4m" + "\t".join(f"GPU{g.index}" for g in gpus)
+              + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m")
     lines = [header]
     for a in gpus:
         cells = []
@@ -259,8 +261,10 @@ def _topo(argv: list[str]) -> int:
             if a.index == b.index:
                 cells.append(" X ")
             else:
-                up = min(sum(links[a.index]), sum(links[b.index]))
-                cells.append(f"NV{up}" if up else "SYS")
+                # every GPU with NVLinks up reaches every other one; without, PCIe through the host bridges of the
+                # one NUMA node the state implies (the simulated library answers NVIDIA's binary the same)
+                up = min(sum(links[a.index]), sum(links[b.index]), 18)
+                cells.append(f"NV{up}" if up else "NODE")
         lines.append(f"GPU{a.index}\t" + "\t".join(cells) + f"\t0-{cpus - 1}\t0\t\tN/A")
     lines += ["", "Legend:", "",
               "  X    = Self",
