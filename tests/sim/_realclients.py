@@ -8,7 +8,8 @@ library can never stand in for the simulated one. A failed fetch raises ``RealCl
 the binaries fail (they do not skip), because a skipped judge would be a false green.
 
 ``run()`` starts a binary with ``LD_LIBRARY_PATH`` naming only the simulated library's folder, ``NVML_SIM_STATE``
-naming the state file, and the C locale.
+naming the state file, the C locale and the packages' ``usr/sbin`` first on ``PATH`` (``env()`` builds that
+environment for a caller that starts a daemon itself).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ARCHIVE = ("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http:
 BINARIES = {
     "nvidia-smi": "usr/lib/nvidia/current/nvidia-smi",
     "nvidia-cuda-mps-control": "usr/bin/nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server": "usr/sbin/nvidia-cuda-mps-server",
 }
 
 
@@ -46,13 +48,22 @@ class RealClients:
         """Return the unpacked binary called ``name`` (a key of ``BINARIES``)."""
         return self.root / BINARIES[name]
 
-    def run(self, name: str, args: list[str], libdir: Path, state: Path,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run binary ``name`` with ``args`` on the simulated library in ``libdir`` and the state file ``state``."""
+    def env(self, libdir: Path, state: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment a binary runs in: only the simulated library's folder on ``LD_LIBRARY_PATH``, the state
+        file in ``NVML_SIM_STATE``, the C locale, UTC, the packages' ``usr/sbin`` first on ``PATH`` (where
+        ``nvidia-cuda-mps-control`` finds ``nvidia-cuda-mps-server``), then ``extra``."""
         env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "NVML_SIM_STATE")}
-        env.update({"LD_LIBRARY_PATH": str(libdir), "NVML_SIM_STATE": str(state), "LC_ALL": "C", "TZ": "UTC"})
-        return subprocess.run([str(self.path(name)), *args], env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        env.update({"LD_LIBRARY_PATH": str(libdir), "NVML_SIM_STATE": str(state), "LC_ALL": "C", "TZ": "UTC",
+                    "PATH": f"{self.root / 'usr' / 'sbin'}{os.pathsep}{env.get('PATH', os.defpath)}"})
+        env.update(extra or {})
+        return env
+
+    def run(self, name: str, args: list[str], libdir: Path, state: Path, timeout: float = 60,
+            input: str | None = None, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run binary ``name`` with ``args`` (and ``input`` on stdin) on the simulated library in ``libdir`` and the
+        state file ``state``."""
+        return subprocess.run([str(self.path(name)), *args], env=self.env(libdir, state, extra_env),
+                              capture_output=True, text=True, input=input, timeout=timeout, check=False)
 
 
 def _apt_options(base: Path, retries: int) -> list[str]:
