@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings  # a test dependency: missing is an error, never a skip
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _realclients import DRIVER_VERSION, REPO, RealClientError, RealClients, fetch
@@ -110,3 +112,36 @@ def test_both_nvidia_smis_on_one_state(real: RealClients, lib535: Path, tmp_path
         verdicts[name] = "same" if theirs == ours else "differs"
         assert theirs[-1] == "exit 0", f"NVIDIA's nvidia-smi {name}: {theirs}"
     assert verdicts == documented()
+
+
+# process names nvidia-smi can print: printable ASCII (spaces too) without the table's border character
+NAMES = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="|"),
+                min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(procs=st.lists(st.tuples(st.integers(1, 4_194_304), NAMES, st.one_of(st.none(), st.integers(0, 9_999_999)),
+                                st.sampled_from(["C", "G", "C+G"])),
+                      min_size=1, max_size=4, unique_by=lambda p: p[0]),
+       spaces=st.integers(0, 2))
+def test_processes_table_rows_are_nvidias_for_any_process(real: RealClients, lib535: Path, tmp_path: Path,
+                                                          procs: list[tuple[int, str, int | None, str]],
+                                                          spaces: int) -> None:
+    """The Processes rows of ours equal NVIDIA's for any pid, name (long, padded with spaces, blank), memory figure
+    (none, or wider than the cell) and type."""
+    doc = build_state("2xA100-40GB", "fuzz")
+    doc["gpus"][1]["processes"] = [{"pid": pid, "name": " " * spaces + name, "used_memory_mib": used, "gi_id": None,
+                                    "ci_id": None, "type": kind} for pid, name, used, kind in procs]
+    state = tmp_path / "fuzz.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+
+    def rows(proc: subprocess.CompletedProcess[str]) -> list[str]:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = [line.rstrip() for line in proc.stdout.splitlines()]
+        return lines[lines.index("| Processes:" + " " * 76 + "|"):]
+
+    theirs = rows(real.run("nvidia-smi", [], lib535, state))
+    # title, two header lines, rule, a row per process with a name that is not blank (else one "No running
+    # processes found" row), closing rule
+    assert len(theirs) == 5 + max(1, sum(1 for _, name, _, _ in procs if name.strip(" ")))
+    assert rows(_ours([], lib535, state)) == theirs

@@ -297,6 +297,8 @@ def summary(smi: Smi, gpus: list[Gpu]) -> str:
         memory = _cell("N/A" if used == NA else f"{used:>5}MiB", 8)
         gi_cell, ci_cell = (_cell("N/A" if v == NA else f"{v:>2}", 3) for v in (gi, ci))
         name = name.strip(" ")
+        if not name:
+            continue  # 535 draws no row for a process whose name is blank
         name = name if len(name) <= 38 else "..." + name[-35:]  # 535 keeps a long name's end
         out.append(f"|{index:>5}   {gi_cell}  {ci_cell}{pid:>10}{kind:>7}   {name:<38}    {memory} |")
     out.append(bar)
