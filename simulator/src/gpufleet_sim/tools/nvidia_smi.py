@@ -40,6 +40,7 @@ The data is presented in either a plain text or an XML format, via stdout or a f
     -i,   --id=                 Target a specific GPU.
     --query-gpu=                Information about GPU. Call --help-query-gpu for more info.
     --query-remapped-rows=      Information about remapped rows.
+    --query-compute-apps=       List of currently active compute processes.
     --format=                   csv[,noheader][,nounits]
     -pm,  --persistence-mode=   Set persistence mode: 0/DISABLED, 1/ENABLED
     -c,   --compute-mode=       Set MODE for compute applications: 0/DEFAULT, 2/PROHIBITED, 3/EXCLUSIVE_PROCESS
@@ -67,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--id", dest="gpu")
     p.add_argument("--query-gpu")
     p.add_argument("--query-remapped-rows")
+    p.add_argument("--query-compute-apps")
     p.add_argument("--format")
     p.add_argument("-pm", "--persistence-mode")
     p.add_argument("-c", "--compute-mode")
@@ -105,6 +107,11 @@ def _run(argv: list[str]) -> int:
         return _set_mig(smi, gpus, args.multi_instance_gpu)
     if args.query_gpu is not None:
         print(smi_query.query_gpu(smi, gpus, args.query_gpu, args.format))
+        return _common.EXIT_OK
+    if args.query_compute_apps is not None:
+        text = smi_query.query_compute_apps(smi, gpus, args.query_compute_apps, args.format, smi_report.process_name)
+        if text:  # no header and no process: nothing at all, as 535
+            print(text)
         return _common.EXIT_OK
     if args.query_remapped_rows is not None:
         print(smi_query.query_remapped_rows(smi, gpus, args.query_remapped_rows, args.format))

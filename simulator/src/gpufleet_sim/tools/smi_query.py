@@ -194,9 +194,11 @@ def parse_format(spec: str | None) -> tuple[bool, bool]:
         ToolError: the format is missing or not csv (exit 2, like nvidia-smi).
     """
     if not spec:
-        raise ToolError('Please specify the output format with --format="csv"', _common.EXIT_INVALID_ARGUMENT)
+        raise ToolError('"--format=" switch is missing. Please run \'nvidia-smi -h\' for help.\n',
+                        _common.EXIT_INVALID_ARGUMENT)
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if not parts or parts[0] != "csv" or any(p not in ("csv", "noheader", "nounits") for p in parts):
+        # NVIDIA's 535 says "Format modifier is not recognized." here (tests/sim/test_tool_nvidia_smi.py pins this)
         raise ToolError(f'"{spec}" is not a valid format.', _common.EXIT_INVALID_ARGUMENT)
     return "noheader" not in parts, "nounits" not in parts
 
@@ -255,4 +257,37 @@ def query_remapped_rows(smi: Smi, gpus: list[Gpu], spec: str, fmt: str | None) -
         for i, key in enumerate(REMAP_FIELDS[2:]):
             values[key] = "[N/A]" if rows == NA else str(int(rows[i]))
         lines.append(", ".join(values[n] for n in names))
+    return "\n".join(lines)
+
+
+# --query-compute-apps: field (and alias) -> the CSV header NVIDIA's 535 prints
+COMPUTE_APP_FIELDS = {"timestamp": "timestamp", "gpu_name": "gpu_name", "gpu_bus_id": "gpu_bus_id",
+                      "gpu_serial": "gpu_serial", "gpu_uuid": "gpu_uuid", "pid": "pid",
+                      "process_name": "process_name", "name": "process_name",
+                      "used_gpu_memory": "used_gpu_memory [MiB]", "used_memory": "used_gpu_memory [MiB]"}
+
+
+def query_compute_apps(smi: Smi, gpus: list[Gpu], spec: str, fmt: str | None,
+                       name_of: Callable[[int], str]) -> str:
+    """The CSV for ``--query-compute-apps=spec --format=fmt``: one line per compute process (``C`` or ``C+G``), GPU
+    by GPU, in the driver's order (MIG devices' processes included); ``name_of`` gives a process's name."""
+    names = [f.strip() for f in spec.split(",") if f.strip()]
+    for name in names:
+        if name not in COMPUTE_APP_FIELDS:
+            raise ToolError(f'Field "{name}" is not a valid field to query.\n', _common.EXIT_INVALID_ARGUMENT)
+    header, units = parse_format(fmt)
+    nv = smi.nvml
+    lines = [", ".join(COMPUTE_APP_FIELDS[n] for n in names)] if header else []
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d}"
+    for gpu in gpus:
+        procs = smi.call(nv.nvmlDeviceGetComputeRunningProcesses, gpu.handle, default=[])
+        for proc in procs if procs != NA else []:
+            used = proc.usedGpuMemory
+            values = {"timestamp": stamp, "gpu_name": _common.text(nv.nvmlDeviceGetName(gpu.handle)),
+                      "gpu_bus_id": gpu.bus_id, "gpu_serial": _common.text(nv.nvmlDeviceGetSerial(gpu.handle)),
+                      "gpu_uuid": _common.text(nv.nvmlDeviceGetUUID(gpu.handle)), "pid": str(int(proc.pid)),
+                      "process_name": name_of(int(proc.pid)),
+                      "used_gpu_memory [MiB]": "[N/A]" if used is None else
+                      f"{_mib(used)} MiB" if units else str(_mib(used))}
+            lines.append(", ".join(values[COMPUTE_APP_FIELDS[n]] for n in names))
     return "\n".join(lines)

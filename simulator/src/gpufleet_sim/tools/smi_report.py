@@ -237,12 +237,12 @@ def process_rows(smi: Smi, gpu: Gpu) -> list[tuple[int, str, Any, Any, Any, str]
             gi = getattr(proc, "gpuInstanceId", 0xFFFFFFFF)
             ci = getattr(proc, "computeInstanceId", 0xFFFFFFFF)
             used = NA if proc.usedGpuMemory is None else _mib(proc.usedGpuMemory)
-            rows.append((pid, _proc_name(pid), used, NA if gi in (None, 0xFFFFFFFF) else gi,
+            rows.append((pid, process_name(pid), used, NA if gi in (None, 0xFFFFFFFF) else gi,
                          NA if ci in (None, 0xFFFFFFFF) else ci, kind))
     return rows
 
 
-def _proc_name(pid: int) -> str:
+def process_name(pid: int) -> str:
     """Name of a process: the simulated state's name, else /proc, else N/A."""
     from .. import store
 
@@ -365,4 +365,4 @@ def _fit(line: str, width: int) -> str:
     return line
 
 
-__all__ = ["list_gpus", "process_rows", "profile_name", "query", "summary"]
+__all__ = ["list_gpus", "process_name", "process_rows", "profile_name", "query", "summary"]
