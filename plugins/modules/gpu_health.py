@@ -190,15 +190,8 @@ options:
 requirements:
   - nvidia-ml-py == 13.615.71 on the managed host
   - an NVIDIA driver (libnvidia-ml.so.1)
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
 notes:
   - XID events come from two sources. The kernel log gives the window (C(journalctl -k --since)). NVML events
     only arrive for XIDs raised while this call's event set is registered (O(xid_wait_ms)), so they catch events
