@@ -368,6 +368,26 @@ def test_topology_matrix_follows_the_states_nvlinks(host: Callable[..., Host], p
     assert "  NV#  = Connection traversing a bonded set of # NVLinks" in lines
 
 
+# NVLink generation -> per-link speed NVIDIA's nvidia-smi prints (NVLink 3: 25 GB/s, 4: 26.5625, 5: 50 per direction)
+NVLINK_SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_nvlink_status_follows_the_state(host: Callable[..., Host], preset: str) -> None:
+    doc = build_state(preset, f"seed-{preset}")
+    if doc["gpus"][0]["nvlink"]["links"]:
+        hardware.inject_in(doc, doc["gpus"][0], "nvlink-down", {"link": 0})
+    out = host(doc=doc).smi("nvlink", "-s")
+    expected = []
+    for g in doc["gpus"]:
+        if not g["nvlink"]["links"]:
+            continue  # a GPU without NVLink is not listed
+        expected.append(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})")
+        expected += [f"\t Link {k}: {NVLINK_SPEEDS[g['nvlink']['version']] if up else '<inactive>'}"
+                     for k, up in enumerate(g["nvlink"]["links"])]
+    assert out.splitlines() == expected
+
+
 # ------------------------------------------------------------------------------- MIG, processes and faults
 
 def _rows(text: str) -> list[list[str]]:

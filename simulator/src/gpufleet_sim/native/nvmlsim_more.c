@@ -209,6 +209,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned i
 /* ---------------------------------------------------------------------------------------- field values */
 
 /* nvml.h field ids nvidia-smi -q asks for */
+#define FI_DEV_NVLINK_LINK_COUNT 91
+#define FI_DEV_NVLINK_GET_SPEED 164 /* per link (scope = link): MBps */
+#define FI_DEV_NVLINK_GET_STATE 165 /* per link: 1 up, 0 down */
 #define FI_DEV_POWER_MIN_LIMIT 187
 #define FI_DEV_POWER_MAX_LIMIT 188
 #define FI_DEV_POWER_DEFAULT_LIMIT 189
@@ -237,6 +240,25 @@ static const char *field_path(unsigned int id, unsigned int scope)
     return NULL;
 }
 
+/* NVLink fields per link (scopeId = link index): its state from nvlink.links, its speed in MBps from the NVLink
+ * generation (nvlink.version 3: 25 GB/s, 4: 26.562 GB/s, 5: 50 GB/s per link and direction) */
+static nvmlReturn_t nvlink_field(const cJSON *g, unsigned int id, unsigned int link, unsigned int *out)
+{
+    const cJSON *entry = cJSON_GetArrayItem(sim_jpath(g, "nvlink.links"), (int)link);
+    if (!entry)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (id == FI_DEV_NVLINK_GET_STATE) {
+        *out = (cJSON_IsNumber(entry) && entry->valuedouble != 0) || cJSON_IsTrue(entry) ? 1U : 0U;
+        return NVML_SUCCESS;
+    }
+    switch (sim_jint(g, "nvlink.version", 0)) {
+    case 3: *out = 25000U; return NVML_SUCCESS;
+    case 4: *out = 26562U; return NVML_SUCCESS;
+    case 5: *out = 50000U; return NVML_SUCCESS;
+    default: return NVML_ERROR_NOT_SUPPORTED;
+    }
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
 {
     struct timespec now;
@@ -254,6 +276,17 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
         v->latencyUsec = 0;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         memset(&v->value, 0, sizeof(v->value));
+        if (v->fieldId == FI_DEV_NVLINK_GET_STATE || v->fieldId == FI_DEV_NVLINK_GET_SPEED) {
+            v->nvmlReturn = nvlink_field(r.g, v->fieldId, v->scopeId, &v->value.uiVal);
+            continue;
+        }
+        if (v->fieldId == FI_DEV_NVLINK_LINK_COUNT) {
+            /* the GPU's NVLinks, up or down (nvlink.links); a GPU without NVLink does not support the field */
+            int links = cJSON_GetArraySize(sim_jpath(r.g, "nvlink.links"));
+            v->value.uiVal = (unsigned int)links;
+            v->nvmlReturn = links > 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
         v->nvmlReturn = path ? sim_get_u32(r.g, path, &v->value.uiVal) : NVML_ERROR_NOT_SUPPORTED;
     }
     return NVML_SUCCESS;

@@ -309,10 +309,13 @@ def _nvlink(argv: list[str]) -> int:
     nv = smi.nvml
     speeds = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}
     for gpu in smi.select(args.gpu):
+        links = _nvlinks(smi, gpu)
+        if not links:
+            continue  # 535 prints nothing for a GPU without NVLink
         name = _common.text(nv.nvmlDeviceGetName(gpu.handle))
         print(f"GPU {gpu.index}: {name} (UUID: {_common.text(nv.nvmlDeviceGetUUID(gpu.handle))})")
         version = smi.call(nv.nvmlDeviceGetNvLinkVersion, gpu.handle, 0, default=4)
-        for link, up in enumerate(_nvlinks(smi, gpu)):
+        for link, up in enumerate(links):
             print(f"\t Link {link}: {speeds.get(int(version), '25 GB/s') if up else '<inactive>'}")
     return _common.EXIT_OK
 
