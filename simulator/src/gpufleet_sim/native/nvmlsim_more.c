@@ -23,9 +23,10 @@
  * Its process lists come only from here (the binary never resolves nvmlDeviceGet*RunningProcesses*): slot
  * 0x6a8 compute, 0x6b0 MPS compute, 0x6b8 graphics processes, each called as
  * (device, unsigned int *count [in: room, 500], sim_process_detail_t *records) by the function that fills
- * the "Processes" table, the -q process list and --query-compute-apps. The table ends after slot 0x6b8; every
- * other slot below it answers NVML_ERROR_UNINITIALIZED, which is what the binary's wrappers return when the table
- * is absent, so nothing else it shows changes (tests/sim/test_real_nvidia_smi.py checks -q and the other views). */
+ * the "Processes" table, the -q process list and --query-compute-apps; slot 0xb8 (below) answers topo -m. The
+ * table ends after slot 0x6b8; every other slot answers NVML_ERROR_UNINITIALIZED, which is what the binary's
+ * wrappers return when the table is absent, so nothing else it shows changes (docs/simulator.md: outputs of every
+ * preset compared with and without the table; tests/sim/test_real_nvidia_smi.py checks -q and the other views). */
 #define EXPORT_SLOT_COMPUTE_PROCESSES 0x6a8
 #define EXPORT_SLOT_MPS_PROCESSES 0x6b0
 #define EXPORT_SLOT_GRAPHICS_PROCESSES 0x6b8
@@ -52,13 +53,10 @@ static nvmlReturn_t export_graphics_processes(nvmlDevice_t device, unsigned int 
 /* MPS clients are not in the state (docs/simulator.md): none, as nvmlDeviceGetMPSComputeRunningProcesses_v3 */
 static nvmlReturn_t export_mps_processes(nvmlDevice_t device, unsigned int *count, sim_process_detail_t *out)
 {
+    SIM_LOCKED;
     sim_ref_t r;
-    nvmlReturn_t rc;
+    nvmlReturn_t rc = sim_dev("nvmlDeviceGetMPSComputeRunningProcesses", device, SIM_F_MIG_OK, &r);
     (void)out;
-    {
-        SIM_LOCKED;
-        rc = sim_dev("nvmlDeviceGetMPSComputeRunningProcesses", device, SIM_F_MIG_OK, &r);
-    }
     if (rc != NVML_SUCCESS)
         return rc;
     if (!count)
