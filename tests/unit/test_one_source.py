@@ -27,13 +27,8 @@ HOME = "gpufleet"
 #: The list can only shrink: a file that no longer has the literal fails the test until it is taken off the list,
 #: and any file not listed fails it at once.
 STILL_RESTATED = {
-    # The boot-time entry point runs without Ansible; its --lib fallback repeats gpufleet_lib_dir's default.
-    "roles/nvidia_mig/files/gpufleet-mig-apply.py",
     # Descriptions that quote gpufleet_python's default (and the README generated from them), and an error
     # message that gives it as an example.
-    "roles/nvml_python/meta/argument_specs.yml",
-    "roles/nvml_python/README.md",
-    "roles/nvml_python/tasks/preflight.yml",
     "roles/nvidia_driver/meta/argument_specs.yml",
     "roles/nvidia_driver/README.md",
 }

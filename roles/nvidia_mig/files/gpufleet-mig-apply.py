@@ -3,7 +3,8 @@
 """gpufleet-mig-apply: apply the MIG layout recorded by the nvidia_mig role on this host, without Ansible.
 
 Two uses, the same code as the ``gpufleet.nvidia.nvidia_mig`` module (it imports the module_utils the role
-installs under ``/opt/gpufleet/lib``, or ``--lib``/``$GPUFLEET_MIG_LIB``, and calls the same ``converge()``):
+installs under ``--lib`` (the role's ``nvidia_mig_lib_dir``) or ``$GPUFLEET_MIG_LIB``, and calls the same
+``converge()``):
 
 * at boot (``gpufleet-mig-apply.service``): GPU instances do not survive a reboot, and on Hopper the MIG mode
   does not either. It applies what it can: a lost or failing GPU is left out, the others converge, and it exits 1
@@ -34,7 +35,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-DEFAULT_LIB = "/opt/gpufleet/lib"
 DEFAULT_STATE = "/etc/gpufleet/mig-state.json"
 DEFAULT_LOCK = "/run/gpufleet/mig.lock"
 
@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", default=DEFAULT_STATE, help=f"the role's record (default {DEFAULT_STATE})")
     parser.add_argument("--check", action="store_true", help="only print the plan; change nothing")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    parser.add_argument("--lib", default=os.environ.get("GPUFLEET_MIG_LIB", DEFAULT_LIB),
-                        help=f"where the module_utils are installed (default $GPUFLEET_MIG_LIB or {DEFAULT_LIB})")
+    parser.add_argument("--lib", default=os.environ.get("GPUFLEET_MIG_LIB"),
+                        help="where nvidia_mig_runtime installed the module_utils (the role passes its "
+                        "nvidia_mig_lib_dir; default $GPUFLEET_MIG_LIB)")
     parser.add_argument("--lock-file", default=DEFAULT_LOCK, help=f"the host's MIG lock (default {DEFAULT_LOCK})")
     parser.add_argument("--lock-timeout", type=float, default=300.0,
                         help="seconds to wait for the lock, then exit 3 naming the holder (default 300)")
@@ -132,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                         "outcome is recorded in --state")
     parser.add_argument("--result", help="write the result (JSON) to this file")
     args = parser.parse_args(argv)
+    if not args.lib:
+        parser.error("--lib (or $GPUFLEET_MIG_LIB) is required: the directory nvidia_mig_runtime installed the "
+                     "module_utils under (the role's nvidia_mig_lib_dir)")
     sys.path.insert(0, args.lib)
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_apply import (
         LockBusy,
