@@ -3,11 +3,13 @@
 """MIG layout filters: validate and plan offline, import/export NVIDIA mig-parted configs.
 
 Documentation for each filter lives beside this file (``mig_validate.yml``, ``mig_plan.yml``,
-``mig_from_mig_parted.yml``, ``mig_to_mig_parted.yml``), the layout ``ansible-doc -t filter`` reads.
+``mig_from_mig_parted.yml``, ``mig_to_mig_parted.yml``, ``mig_record_current.yml``), the layout
+``ansible-doc -t filter`` reads.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -116,6 +118,25 @@ def mig_to_mig_parted(data: Any, allow_lossy: bool = False, label: str = "curren
         raise AnsibleFilterError(f"mig_to_mig_parted: {exc}") from exc
 
 
+def mig_record_current(text: Any, desired: Any) -> bool:
+    """Whether the state file's text is the record ``desired`` (a mapping), leaving out ``gpus``.
+
+    ``gpus`` is what the GPUs showed when the record was written (their UUIDs change whenever instances are
+    re-created); the rest is the intent and its state. Text that is not a JSON object is not current.
+    """
+    desired = _plain_input(desired, "mig_record_current", "the desired record")
+    if not isinstance(desired, Mapping):
+        raise AnsibleFilterError("mig_record_current: the desired record must be a mapping (the role's record), "
+                                 f"got {type(desired).__name__}")
+    try:
+        record = json.loads(str(text))
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    return {k: v for k, v in record.items() if k != "gpus"} == {k: v for k, v in desired.items() if k != "gpus"}
+
+
 class FilterModule:
     """gpufleet.nvidia MIG filters."""
 
@@ -126,4 +147,5 @@ class FilterModule:
             "mig_plan": mig_plan,
             "mig_from_mig_parted": mig_from_mig_parted,
             "mig_to_mig_parted": mig_to_mig_parted,
+            "mig_record_current": mig_record_current,
         }

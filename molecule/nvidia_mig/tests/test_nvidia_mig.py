@@ -9,6 +9,8 @@ import re
 STATE = "/etc/gpufleet/mig-state.json"
 VENV_PYTHON = "/opt/gpufleet/venv/bin/python3"
 APPLY = "/usr/local/libexec/gpufleet/gpufleet-mig-apply"
+#: where the role installs the module_utils the entry point imports (gpufleet_lib_dir's documented default)
+LIB = "/opt/gpufleet/lib"
 #: `nvidia-smi mig -lgi` rows: GPU, name, profile id, instance id, placement
 LGI_ROW = re.compile(r"^\|\s+(\d+)\s+MIG (\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s+\|$")
 EXPECTED = {
@@ -85,7 +87,11 @@ def test_boot_unit_installed_and_enabled(host) -> None:
     assert unit.contains("Before=nvidia-dcgm.service nvidia-dcgm-exporter.service nvidia-mps.service kubelet.service")
     assert unit.contains("After=nvidia-persistenced.service")
     assert host.service("gpufleet-mig-apply").is_enabled
-    check = host.run(f"{VENV_PYTHON} {APPLY} --check")
+    # by hand, as an operator would: without --lib the entry point says what it needs
+    bare = host.run(f"{VENV_PYTHON} {APPLY} --check")
+    assert bare.rc == 2, bare.stderr
+    assert "--lib (or $GPUFLEET_MIG_LIB) is required" in bare.stderr
+    check = host.run(f"{VENV_PYTHON} {APPLY} --lib {LIB} --check")
     assert check.rc == 0, check.stderr
     assert "MIG layout already applied" in check.stdout
 
