@@ -9,7 +9,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _mig_sim import ROOT, new_state, run_module, sim_lib_dir
 
-NAMES = ["nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py", "mig_profiles.py"]
+#: what the boot entry point imports: the MIG code and command.py (the C locale of its commands)
+NAMES = ["command.py", "nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py",
+         "mig_profiles.py"]
 
 
 def test_runtime_installs_the_collections_module_utils_once(tmp_path: Path) -> None:
