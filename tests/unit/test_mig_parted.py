@@ -233,7 +233,8 @@ def test_export_nvml_state() -> None:
 # ---------------------------------------------------------------------------------------------------- filters
 def test_filter_plugin_functions() -> None:
     filters = mig_filter.FilterModule().filters()
-    assert sorted(filters) == ["mig_from_mig_parted", "mig_plan", "mig_to_mig_parted", "mig_validate"]
+    assert sorted(filters) == ["mig_from_mig_parted", "mig_plan", "mig_record_current", "mig_to_mig_parted",
+                               "mig_validate"]
     layouts = filters["mig_from_mig_parted"](README)
     desired = filters["mig_validate"](layouts, DGX_A100[:2], name="all-balanced")
     assert [len(d["gpu_instances"]) for d in desired] == [4, 4]
