@@ -48,28 +48,12 @@ MAX_DFS_NODES = 20000
 @pytest.fixture(scope="module")
 def nvml(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     """pynvml bound to the simulator's library; yields (pynvml, state path). Restores pynvml afterwards."""
-    import os
-
-    import pynvml
-
-    from gpufleet_sim.build import build_library
+    from gpufleet_sim.build import build_library, pynvml_bound
 
     lib = build_library(REPO / "build" / "mig" / "lib", "550.163.01")
     state = tmp_path_factory.mktemp("mig-property") / "state.json"
-    saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), os.environ.get("NVML_SIM_STATE"))
-    pynvml.nvmlLib = ctypes.CDLL(str(lib))
-    pynvml._nvmlGetFunctionPointer_cache.clear()
-    os.environ["NVML_SIM_STATE"] = str(state)
-    try:
+    with pynvml_bound(lib, state) as pynvml:
         yield pynvml, state
-    finally:
-        pynvml.nvmlLib = saved[0]
-        pynvml._nvmlGetFunctionPointer_cache.clear()
-        pynvml._nvmlGetFunctionPointer_cache.update(saved[1])
-        if saved[2] is None:
-            os.environ.pop("NVML_SIM_STATE", None)
-        else:
-            os.environ["NVML_SIM_STATE"] = saved[2]
 
 
 _DOCS: dict[str, dict[str, Any]] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -44,26 +43,12 @@ PRESET_BY_MODEL = {
 @pytest.fixture(scope="module")
 def nvml(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     """pynvml bound to the simulator's library; yields (pynvml, state path). Restores pynvml afterwards."""
-    import pynvml
-
-    from gpufleet_sim.build import build_library
+    from gpufleet_sim.build import build_library, pynvml_bound
 
     lib = build_library(REPO / "build" / "mig" / "lib", "550.163.01")
     state = tmp_path_factory.mktemp("mig-catalogue") / "state.json"
-    saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), os.environ.get("NVML_SIM_STATE"))
-    pynvml.nvmlLib = ctypes.CDLL(str(lib))
-    pynvml._nvmlGetFunctionPointer_cache.clear()
-    os.environ["NVML_SIM_STATE"] = str(state)
-    try:
+    with pynvml_bound(lib, state) as pynvml:
         yield pynvml, state
-    finally:
-        pynvml.nvmlLib = saved[0]
-        pynvml._nvmlGetFunctionPointer_cache.clear()
-        pynvml._nvmlGetFunctionPointer_cache.update(saved[1])
-        if saved[2] is None:
-            os.environ.pop("NVML_SIM_STATE", None)
-        else:
-            os.environ["NVML_SIM_STATE"] = saved[2]
 
 
 def one_gpu_host(model: str) -> dict[str, Any]:

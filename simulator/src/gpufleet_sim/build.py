@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 LIBRARY_NAME = "libnvidia-ml.so.1"
 
@@ -37,3 +42,25 @@ def build_library(out_dir: Path, driver_version: str, python: str = sys.executab
     if not lib.is_file():
         raise BuildError(f"make succeeded but {lib} is missing")
     return lib
+
+
+@contextmanager
+def pynvml_bound(lib: Path, state: Path) -> Iterator[Any]:
+    """The unmodified ``pynvml`` loading the simulated library ``lib`` with ``NVML_SIM_STATE=state``, in this
+    process; yields pynvml. Afterwards pynvml's library, its function cache and the variable are as they were."""
+    import pynvml
+
+    saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), os.environ.get("NVML_SIM_STATE"))
+    pynvml.nvmlLib = ctypes.CDLL(str(lib))
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    os.environ["NVML_SIM_STATE"] = str(state)
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlLib = saved[0]
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlGetFunctionPointer_cache.update(saved[1])
+        if saved[2] is None:
+            os.environ.pop("NVML_SIM_STATE", None)
+        else:
+            os.environ["NVML_SIM_STATE"] = saved[2]
