@@ -23,6 +23,7 @@ from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
+from gpufleet_sim.repo import key_fingerprint
 
 pytestmark = pytest.mark.hosts
 
@@ -39,13 +40,6 @@ PLAYBOOK = """\
     - role: gpufleet.nvidia.nvidia_driver
 """
 
-
-def _fingerprint(key: Path, home: Path) -> str:
-    out = subprocess.run(["gpg", "--batch", "--homedir", str(home), "--show-keys", "--with-colons", str(key)],
-                         capture_output=True, text=True, check=True).stdout
-    match = re.search(r"^fpr:+([0-9A-F]{40}):", out, re.MULTILINE)
-    assert match, out
-    return match.group(1)
 
 
 def _doctored_index(text: str) -> str:
@@ -73,7 +67,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
     doctored.mkdir()
     (doctored / "Packages").write_text(_doctored_index((repo_dir / "Packages").read_text(encoding="utf-8")),
                                        encoding="utf-8")
-    fingerprint = _fingerprint(repo_dir / "gpusim-archive-keyring.gpg", gnupg)
+    fingerprint = key_fingerprint(repo_dir / "gpusim-archive-keyring.gpg", gnupg)
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {HOST: {
         "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
+from gpufleet_sim.repo import key_fingerprint
 
 pytestmark = pytest.mark.hosts
 
@@ -39,13 +39,6 @@ PLAYBOOK = """\
 """
 
 
-def _fingerprint(key: Path, home: Path) -> str:
-    out = subprocess.run(["gpg", "--batch", "--homedir", str(home), "--show-keys", "--with-colons", str(key)],
-                         capture_output=True, text=True, check=True).stdout
-    match = re.search(r"^fpr:+([0-9A-F]{40}):", out, re.MULTILINE)
-    assert match, out
-    return match.group(1)
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
@@ -60,7 +53,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
         "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
         "nvidia_driver_repo_url": REPO, "nvidia_driver_repo_suite": "./",
         "nvidia_driver_repo_key_url": REPO + "gpusim-archive-keyring.gpg",
-        "nvidia_driver_repo_key_fingerprint": _fingerprint(reposerver.repo_dir() / "gpusim-archive-keyring.gpg",
+        "nvidia_driver_repo_key_fingerprint": key_fingerprint(reposerver.repo_dir() / "gpusim-archive-keyring.gpg",
                                                            gnupg)}}}}), encoding="utf-8")
     (work / "site.yml").write_text(PLAYBOOK, encoding="utf-8")
     server_pid = reposerver.start()

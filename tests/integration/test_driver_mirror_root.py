@@ -28,6 +28,7 @@ from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
+from gpufleet_sim.repo import key_fingerprint
 
 pytestmark = pytest.mark.hosts
 
@@ -49,13 +50,6 @@ PLAYBOOK = """\
 """
 
 
-def _fingerprint(key: Path, home: Path) -> str:
-    out = subprocess.run(["gpg", "--batch", "--homedir", str(home), "--show-keys", "--with-colons", str(key)],
-                         capture_output=True, text=True, check=True).stdout
-    match = re.search(r"^fpr:+([0-9A-F]{40}):", out, re.MULTILINE)
-    assert match, out
-    return match.group(1)
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
@@ -69,7 +63,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
     work = tmp_path_factory.mktemp("mirror-root")
     gnupg = work / "gnupg"
     gnupg.mkdir(mode=0o700)
-    fingerprint = _fingerprint(tree / "3bf863cc.pub", gnupg)
+    fingerprint = key_fingerprint(tree / "3bf863cc.pub", gnupg)
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {HOST: {
         "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
+from gpufleet_sim.repo import key_fingerprint
 
 pytestmark = pytest.mark.hosts
 
@@ -59,13 +59,6 @@ UNDRAIN = """\
   changed_when: true
 """
 
-
-def _fingerprint(key: Path, home: Path) -> str:
-    out = subprocess.run(["gpg", "--batch", "--homedir", str(home), "--show-keys", "--with-colons", str(key)],
-                         capture_output=True, text=True, check=True).stdout
-    match = re.search(r"^fpr:+([0-9A-F]{40}):", out, re.MULTILINE)
-    assert match, out
-    return match.group(1)
 
 
 def run(lab: dict[str, Path], playbook: Path, *extra: str) -> tuple[int, list[str]]:
@@ -104,7 +97,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     work = tmp_path_factory.mktemp("driver-upgrade")
     gnupg = work / "gnupg"
     gnupg.mkdir(mode=0o700)
-    fingerprint = _fingerprint(reposerver.repo_dir() / "gpusim-archive-keyring.gpg", gnupg)
+    fingerprint = key_fingerprint(reposerver.repo_dir() / "gpusim-archive-keyring.gpg", gnupg)
     common = {
         "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
         "nvidia_driver_repo_url": REPO, "nvidia_driver_repo_suite": "./",

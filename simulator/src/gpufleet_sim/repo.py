@@ -54,6 +54,16 @@ def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = N
     return proc.stdout
 
 
+def key_fingerprint(key: Path, gnupg_home: Path) -> str:
+    """The fingerprint of the one key in the file ``key`` (binary or armoured), read with gpg in ``gnupg_home``."""
+    out = subprocess.run(["gpg", "--batch", "--homedir", str(gnupg_home), "--show-keys", "--with-colons", str(key)],
+                         capture_output=True, text=True, check=True).stdout
+    found = [line.split(":")[9] for line in out.splitlines() if line.startswith("fpr:")]
+    if not found:
+        raise RepoError(f"{key} holds no OpenPGP key gpg can read")
+    return found[0]
+
+
 def _gpg_env(gnupg_home: Path) -> dict[str, str]:
     gnupg_home = gnupg_home.resolve()
     gnupg_home.mkdir(parents=True, exist_ok=True)
