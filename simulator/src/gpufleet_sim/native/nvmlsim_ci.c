@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nvmlsim.h"
+#include "nvmlsim_devfiles.h"
 
 cJSON *sim_ci_table(const cJSON *g, const cJSON *gi_profile)
 {
@@ -422,7 +423,7 @@ static nvmlReturn_t create_ci(const char *fn, nvmlGpuInstance_t gpuInstance, uns
     cJSON_AddNumberToObject(obj, "size", size);
     cJSON_AddStringToObject(obj, "uuid", uuid);
     cJSON_AddItemToArray(cis, obj);
-    rc = sim_write_commit();
+    rc = sim_commit_devfiles();
     if (rc == NVML_SUCCESS)
         *computeInstance = &g_sim_ci[r.gpu][r.gi][id];
     return rc;
@@ -535,7 +536,7 @@ SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIns
         i++;
     }
     cJSON_DeleteItemFromArray(cis, i);
-    return sim_write_commit();
+    return sim_commit_devfiles();
 }
 
 /* ------------------------------------------------------------------------------ MIG device handles */
@@ -564,6 +565,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigne
     if (!sim_jbool(r.g, "mig.supported", 0))
         return NVML_ERROR_NOT_SUPPORTED;
     *count = sim_mig_enabled(r.g) ? max_mig_devices(r.g) : 0U;
+    sim_devfiles_ensure(); /* the driver writes them at load; the simulator on the first MIG query */
     return NVML_SUCCESS;
 }
 

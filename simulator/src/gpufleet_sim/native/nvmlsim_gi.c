@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nvmlsim.h"
+#include "nvmlsim_devfiles.h"
 
 #define MAX_PROFILES 32
 
@@ -257,7 +258,7 @@ SIM_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode
     } else {
         *activationStatus = NVML_ERROR_IN_USE;
     }
-    return sim_write_commit();
+    return sim_commit_devfiles();
 }
 
 /* ------------------------------------------------------------------------------------ profile info */
@@ -500,7 +501,7 @@ static nvmlReturn_t create_gi(const char *fn, nvmlDevice_t device, unsigned int 
     cJSON_AddNumberToObject(obj, "size", size);
     cJSON_AddArrayToObject(obj, "compute_instances");
     insert_sorted(gis, obj);
-    rc = sim_write_commit();
+    rc = sim_commit_devfiles();
     if (rc == NVML_SUCCESS)
         *gpuInstance = &g_sim_gi[r.gpu][id];
     return rc;
@@ -622,7 +623,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
         i++;
     }
     cJSON_DeleteItemFromArray(gis, i);
-    return sim_write_commit();
+    return sim_commit_devfiles();
 }
 
 int sim_gi_has_processes(const cJSON *g, int gi, int ci)
