@@ -101,7 +101,7 @@ def test_the_roles_that_read_the_paths_are_the_expected_ones() -> None:
     # Fixed list: a role that stops reading gpufleet_python (or starts) is a change to look at.
     assert _roles_reading_gpufleet_defaults() == [
         "gpu_health", "nvidia_dcgm", "nvidia_driver", "nvidia_gpu_sharing", "nvidia_mig", "nvidia_mps",
-        "nvml_python",
+        "nvml_python", "slurm_gres",
     ]
 
 
