@@ -48,11 +48,12 @@ def parse_mig_minors(text: str) -> dict[str, int]:
     return minors
 
 
-def slurm_gres_devices(gpus: Sequence[Mapping[str, Any]], mig_minors: str = "") -> list[dict[str, Any]]:
+def slurm_gres_devices(gpus: Sequence[Mapping[str, Any]], mig_minors: str | None = None) -> list[dict[str, Any]]:
     """One GRES device per plain GPU and per MIG device: ``name`` (gpu), ``type``, ``files`` (list), ``index``.
 
     ``gpus`` is gpu_facts' ``gpus`` (gathered with ``mig: true``); ``mig_minors`` the content of the driver's
-    ``mig-minors`` file, needed only for the files of MIG devices.
+    ``mig-minors`` file. ``None`` leaves the capability files out (what ``AutoDetect=nvml`` needs: only types);
+    a text that lacks a MIG device's GPU or compute instance is an error (explicit lines need both files).
     """
     if not isinstance(gpus, Sequence) or isinstance(gpus, (str, bytes)):
         raise AnsibleFilterError("slurm_gres_devices: the input must be gpu_facts' list of GPUs")
@@ -74,7 +75,7 @@ def slurm_gres_devices(gpus: Sequence[Mapping[str, Any]], mig_minors: str = "") 
                 for key in (f"gpu{index}/gi{gi['id']}", f"gpu{index}/gi{gi['id']}/ci{ci['id']}"):
                     if key in minors:
                         files.append(f"/dev/nvidia-caps/nvidia-cap{minors[key]}")
-                    elif mig_minors:
+                    elif mig_minors is not None:
                         raise AnsibleFilterError(f"slurm_gres_devices: the driver's mig-minors has no {key}; "
                                                  "is the NVIDIA driver loaded with MIG support?")
                 devices.append({"name": "gpu", "type": mig_type(str(gpu.get("name", "")), gi.get("profile", "")),

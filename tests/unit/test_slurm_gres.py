@@ -74,6 +74,16 @@ ERRORS = [
 ]
 
 
+def test_without_mig_minors_mig_devices_keep_only_their_gpu_file() -> None:
+    got = sg.slurm_gres_devices([_mig_gpu((2, "3g.20gb", [0, 1]))])
+    assert [(d["type"], d["files"]) for d in got] == [("nvidia_a100_3g.20gb", ["/dev/nvidia0"])] * 2
+
+
+def test_explicit_lines_need_the_mig_minors() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"^slurm_gres_devices: the driver's mig-minors has no gpu0/gi2; "):
+        sg.slurm_gres_devices([_mig_gpu((2, "3g.20gb", [0]))], "")
+
+
 @pytest.mark.parametrize(("gpus", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
 def test_errors_name_the_problem(gpus: Any, message: str) -> None:
     with pytest.raises(AnsibleFilterError) as exc:
