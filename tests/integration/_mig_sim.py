@@ -107,13 +107,17 @@ def fleet(tmp: Path, hosts: dict[str, str], lib_dir: Path, extra_vars: dict[str,
 
     Each host gets its own state and an interpreter wrapper that points NVML_SIM_STATE at it (the local
     connection shares one environment, the wrapper makes it per host). Fake ``scontrol``/``sinfo``/``kubectl``
-    log their argv to ``tmp/calls.log``. The role's install paths are moved under ``tmp``.
+    log their argv to ``tmp/calls.log``; ``scontrol show node`` prints ``tmp/slurm-node-<name>`` when present.
+    The role's install paths are moved under ``tmp``.
     """
     fake_bin = tmp / "fake-bin"
     fake_bin.mkdir(parents=True, exist_ok=True)
     for tool, output in (("scontrol", ""), ("sinfo", "drained"), ("kubectl", "")):
         script = fake_bin / tool
-        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\n'
+        # `scontrol show node --oneliner N` prints tmp/slurm-node-N when a test wrote one (the node's state line)
+        shows = (f'[ "$1" = show ] && [ -f "{tmp}/slurm-node-$4" ] && cat "{tmp}/slurm-node-$4"\n'
+                 if tool == "scontrol" else "")
+        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp}/calls.log"\n' + shows
                           + (f'echo "{output}"\n' if output else "")
                           + ('[ "$1" = get ] && exit 1\n' if tool == "kubectl" else "") + "exit 0\n",
                           encoding="utf-8")

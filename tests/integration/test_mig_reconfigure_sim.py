@@ -80,10 +80,14 @@ def test_serial_rollout_stops_after_a_failed_host(inventory: Path, tmp_path: Pat
     assert mig_modes(tmp_path / "sim-c" / "state.json") == [(0, 0)]
     assert mig_layout(tmp_path / "sim-d" / "state.json") == [[]] * 8
     assert mig_layout(tmp_path / "sim-a" / "state.json") == [[("3g.40gb", 0, [3])]] * 8
-    # both touched nodes were drained and put back in service, the failed one too; the others never drained
-    assert [c.split()[2] + " " + c.split()[3] for c in calls(tmp_path) if c.startswith("scontrol")] == [
+    # both touched nodes were drained; sim-a is back in service, the failed sim-b stays drained with the failure as
+    # its reason (no job lands on a half-applied GPU); the others were never drained
+    updates = [c for c in calls(tmp_path) if c.startswith("scontrol update")]
+    assert [" ".join(c.split()[2:4]) for c in updates] == [
         "nodename=sim-a state=drain", "nodename=sim-a state=resume",
-        "nodename=sim-b state=drain", "nodename=sim-b state=resume"]
+        "nodename=sim-b state=drain", "nodename=sim-b state=drain"]
+    assert updates[3].startswith("scontrol update nodename=sim-b state=drain reason=gpufleet MIG reconfiguration "
+                                 "failed - nvidia_mig: applying layout 'half' failed: ")
     record = json.loads((tmp_path / "sim-b" / "mig-state.json").read_text(encoding="utf-8"))
     assert (record["state"], record["layout_name"]) == ("failed", "half")
     failure = result.hosts["sim-b"].failed_tasks[-1]
@@ -112,10 +116,40 @@ def test_failures_within_max_fail_percentage_let_the_rollout_go_on(inventory: Pa
     assert {h: r["status"] for h, r in rows.items()} == {"sim-a": "ok", "sim-b": "changed",
                                                          "sim-c": "ok", "sim-d": "ok"}
     assert [c for c in calls(tmp_path) if c.startswith("scontrol")] == [
+        "scontrol show node --oneliner sim-b",
         "scontrol update nodename=sim-b state=drain reason=gpufleet MIG reconfiguration",
         "scontrol update nodename=sim-b state=resume"]
     for host in ("sim-a", "sim-c", "sim-d"):
         assert again.hosts[host].changed == 0, host
+
+
+def test_a_node_drained_before_the_run_is_neither_drained_again_nor_resumed(inventory: Path, tmp_path: Path) -> None:
+    (tmp_path / "slurm-node-sim-a").write_text(
+        "NodeName=sim-a Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1 Reason=disk swap [admin@2026-11-20T10:00:00]\n",
+        encoding="utf-8")
+    result = reconfigure(inventory, tmp_path, gpufleet_mig_serial=4)
+    assert result.ok
+    assert summary(result)["sim-a"]["status"] == "changed"
+    updates = [c for c in calls(tmp_path) if c.startswith("scontrol update")]
+    assert not [c for c in updates if "nodename=sim-a " in c]
+    assert [c for c in updates if "nodename=sim-b " in c] == [
+        "scontrol update nodename=sim-b state=drain reason=gpufleet MIG reconfiguration",
+        "scontrol update nodename=sim-b state=resume"]
+
+
+def test_a_drain_that_times_out_fails_the_host_and_puts_it_back(inventory: Path, tmp_path: Path) -> None:
+    (tmp_path / "fake-bin" / "sinfo").write_text(f'#!/bin/sh\necho "sinfo $*" >> "{tmp_path}/calls.log"\n'
+                                                 'echo draining\n', encoding="utf-8")
+    before = (tmp_path / "sim-c" / "state.json").read_bytes()
+    result = reconfigure(inventory, tmp_path, gpufleet_mig_hosts="sim-c", gpufleet_mig_drain_retries=2,
+                         gpufleet_mig_drain_delay=1)
+    assert result.failed_hosts == ["sim-c"]
+    assert summary(result)["sim-c"]["status"] == "failed"
+    assert (tmp_path / "sim-c" / "state.json").read_bytes() == before
+    assert [c for c in calls(tmp_path) if c.startswith("scontrol update")] == [
+        "scontrol update nodename=sim-c state=drain reason=gpufleet MIG reconfiguration",
+        "scontrol update nodename=sim-c state=resume"]
+    assert len([c for c in calls(tmp_path) if c.startswith("sinfo")]) == 3  # the first try and two retries
 
 
 def test_invalid_layout_on_one_host_stops_everything(inventory: Path, tmp_path: Path) -> None:
