@@ -33,13 +33,19 @@ one definition of every threshold and its default; nothing here has a default of
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import xid
 
 OK = "ok"
 WARN = "warn"
 FAIL = "fail"
 _RANK = {OK: 0, WARN: 1, FAIL: 2}
+# NVIDIA Health Validation's levels: what a status is when a check does not say more. UNKNOWN (the input could not
+# be read) is always given explicitly, and is a fail: a check that cannot see is never green.
+LEVEL_OF = {OK: "PASS", WARN: "WARNING", FAIL: "CRITICAL"}
+UNKNOWN = "UNKNOWN"
+DEFAULT_ACTION = {"PASS": "none", "INFO": "none", "WARNING": "none", "UNKNOWN": "none", "CRITICAL": "drain"}
 
 # nvmlClocksEventReason* bits (nvml.h; pynvml nvmlClocksEventReason*).
 CLOCK_EVENT_BITS = {
@@ -55,9 +61,6 @@ CLOCK_EVENT_BITS = {
 }
 CLOCK_EVENT_FAIL = 0x8 | 0x40 | 0x80
 CLOCK_EVENT_WARN = 0x20
-
-# Azure HPC health checks (azure_gpu_xid.nhc): XIDs that mean the GPU or its memory needs attention.
-AZURE_CRITICAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
 
 # nvmlBrandType_t values of data-centre GPUs (nvml.h): NVML_BRAND_TESLA (2), NVML_BRAND_NVIDIA (14, A100/H100...).
 DATA_CENTRE_BRANDS = (2, 14)
@@ -76,10 +79,13 @@ def identity(gpu: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")}
 
 
-def check(name: str, gpu: dict[str, Any] | None, status: str, value: Any, threshold: Any, message: str) -> dict:
-    """Build one check result."""
-    return {"name": name, "gpu": identity(gpu), "status": status, "value": value, "threshold": threshold,
-            "message": message}
+def check(name: str, gpu: dict[str, Any] | None, status: str, value: Any, threshold: Any, message: str,
+          level: str | None = None, action: str | None = None, evidence: Any = None) -> dict:
+    """Build one check result; ``level`` and ``action`` default from ``status`` (:data:`LEVEL_OF`)."""
+    level = level or LEVEL_OF[status]
+    return {"name": name, "gpu": identity(gpu), "status": status, "level": level,
+            "action": action or DEFAULT_ACTION[level], "value": value, "threshold": threshold,
+            "message": message, "evidence": evidence}
 
 
 def decode_clock_events(mask: int) -> list[str]:
@@ -174,11 +180,11 @@ def _not_value(name: str, gpu: dict[str, Any], metric: str, threshold: Any) -> d
     """Return the check for an unreadable / unsupported metric, or None when there is a value."""
     kind, value = _reading(gpu, metric)
     if kind == "error":
-        return check(name, gpu, FAIL, None, threshold, f"could not read {metric}: {value}")
+        return check(name, gpu, FAIL, None, threshold, f"could not read {metric}: {value}", level=UNKNOWN)
     if kind == "unsupported":
         return check(name, gpu, OK, None, threshold, f"{metric} is not supported on this GPU; not applicable")
     if value is None:
-        return check(name, gpu, FAIL, None, threshold, f"{metric} was not read; cannot check it")
+        return check(name, gpu, FAIL, None, threshold, f"{metric} was not read; cannot check it", level=UNKNOWN)
     return None
 
 
@@ -230,14 +236,15 @@ def check_ecc_mode(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     want, why = expected_ecc(gpu, th)
     kind, mode = _reading(gpu, "ecc_mode")
     if kind == "error":
-        return check("ecc_mode", gpu, FAIL, None, want, f"could not read ecc_mode: {mode}")
+        return check("ecc_mode", gpu, FAIL, None, want, f"could not read ecc_mode: {mode}", level=UNKNOWN)
     if kind == "unsupported":
         if th["ecc_mode_expected"] == "enabled":
             return check("ecc_mode", gpu, FAIL, None, want,
                          "ECC is expected enabled but this GPU does not support ECC (NVML: not supported)")
         return check("ecc_mode", gpu, OK, None, want, "ECC is not supported on this GPU; not applicable")
     if mode is None:
-        return check("ecc_mode", gpu, FAIL, None, want, "the ECC mode was not read; cannot tell whether ECC is on")
+        return check("ecc_mode", gpu, FAIL, None, want, "the ECC mode was not read; cannot tell whether ECC is on",
+                     level=UNKNOWN)
     current = "enabled" if mode["current"] else "disabled"
     pending = "enabled" if mode["pending"] else "disabled"
     value = {"current": current, "pending": pending}
@@ -264,8 +271,8 @@ def check_ecc(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     want, why = expected_ecc(gpu, th)
     if kind == "unsupported" and want == "enabled":
         msg = f"ECC error counts are not available (NVML: not supported) on a GPU that should count them ({why})"
-        return [check("ecc_uncorrected_volatile", gpu, FAIL, None, unc_limit, msg),
-                check("ecc_corrected_volatile", gpu, FAIL, None, limits, msg)]
+        return [check("ecc_uncorrected_volatile", gpu, FAIL, None, unc_limit, msg, level=UNKNOWN),
+                check("ecc_corrected_volatile", gpu, FAIL, None, limits, msg, level=UNKNOWN)]
     miss = _not_value("ecc_uncorrected_volatile", gpu, "ecc", unc_limit)
     if miss:
         return [miss, dict(miss, name="ecc_corrected_volatile", threshold=limits)]
@@ -335,33 +342,41 @@ def check_remapped_rows(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
 
 
 def check_xid(gpu: dict[str, Any], th: dict[str, Any], kernel_error: str | None = None) -> dict:
-    """XID events in the window: a critical XID fails, any other (not ignored) warns (Azure list, deepops 94).
+    """XID events in the window, judged by NVIDIA's catalogue (:mod:`xid`): the worst entry's level and action.
 
-    ``kernel_error`` is why the kernel log (the source that reaches back over the window) could not be read: the
-    window is then unknown and the check fails with that reason, never "no XID event in the window".
+    Repeated events are one entry with a count (``evidence``); ``value`` lists the distinct codes. ``xid_critical``
+    makes codes CRITICAL (reset the GPU) whatever the catalogue says; ``xid_ignore`` drops codes. ``kernel_error``
+    is why the kernel log (the source that reaches back over the window) could not be read: the window is then
+    unknown and the check is UNKNOWN (fails) with that reason, never "no XID event in the window".
     """
     critical = {int(x) for x in th["xid_critical"] or []}
     ignore = {int(x) for x in th["xid_ignore"] or []}
     window = th["xid_window_s"]
-    limits = {"window_s": window, "critical": sorted(critical), "ignore": sorted(ignore)}
+    limits = {"window_s": window, "critical": sorted(critical), "ignore": sorted(ignore),
+              "catalogue": xid.cat.SOURCE["url"]}
     miss = _not_value("xid", gpu, "xid", limits)
     if miss:
         return miss
-    codes = sorted({int(e["code"]) for e in gpu["values"]["xid"]} - ignore)
-    bad = [c for c in codes if c in critical]
-    if bad:
-        return check("xid", gpu, FAIL, codes, limits,
-                     f"critical XID {', '.join(map(str, bad))} in the last {window} s; drain the "
-                     "node and follow NVIDIA's XID catalogue")
-    if kernel_error is not None:
-        seen = f"XID {', '.join(map(str, codes))} seen through NVML" if codes else "no XID seen through NVML"
+    entries = xid.aggregate([e for e in gpu["values"]["xid"] if int(e["code"]) not in ignore])
+    for entry in entries:
+        if entry["code"] in critical and entry["level"] != "CRITICAL":
+            entry.update(level="CRITICAL", action=xid.worst_action([entry["action"], "reset_gpu"]),
+                         why="listed in xid_critical")
+    codes = sorted({e["code"] for e in entries})
+    level = xid.worst_level([e["level"] for e in entries])
+    action = xid.worst_action([e["action"] for e in entries])
+    listed = "; ".join(xid.describe(e) for e in entries)
+    if kernel_error is not None and level != "CRITICAL":
+        seen = f"seen through NVML: {listed}" if entries else "no XID seen through NVML"
         return check("xid", gpu, FAIL, codes, limits,
                      f"the kernel log could not be read ({kernel_error}), so XIDs of the last {window} s are "
                      f"unknown ({seen}); make journalctl -k readable, or set xid_kernel_log to false to rely on "
-                     "NVML events of the moment only")
-    if codes:
-        return check("xid", gpu, WARN, codes, limits, f"XID {', '.join(map(str, codes))} in the window")
-    return check("xid", gpu, OK, codes, limits, "no XID event in the window")
+                     "NVML events of the moment only", level="UNKNOWN", action=action, evidence=entries)
+    if not entries:
+        return check("xid", gpu, OK, codes, limits, "no XID event in the window", evidence=entries)
+    status = {"CRITICAL": FAIL, "WARNING": WARN}.get(level, OK)
+    return check("xid", gpu, status, codes, limits, f"{listed} in the last {window} s (NVIDIA's XID catalogue)",
+                 level=level, action=action, evidence=entries)
 
 
 def check_pcie(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
@@ -439,7 +454,8 @@ def check_temperature(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
         return check("temperature", gpu, FAIL, current, limits, f"{current} C reached the limit {fail_at} C{suffix}")
     if fail_at is None:
         return check("temperature", gpu, FAIL, current, limits,
-                     f"{current} C but no fail temperature is known ({notes}); set temperature_fail_c")
+                     f"{current} C but no fail temperature is known ({notes}); set temperature_fail_c",
+                     level=UNKNOWN)
     if current >= fail_at - margin:
         return check("temperature", gpu, WARN, current, limits, f"{current} C within {margin} C of {fail_at} C{suffix}")
     if "shutdown" in unreadable:
@@ -544,32 +560,10 @@ def _guarded(names: tuple[str, ...], gpu: dict[str, Any] | None, step: Any) -> l
         got = step()
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
-        return [check(name, gpu, FAIL, None, None, f"could not evaluate {name}: malformed reading ({reason})")
+        return [check(name, gpu, FAIL, None, None, f"could not evaluate {name}: malformed reading ({reason})",
+                      level=UNKNOWN)
                 for name in names]
     return got if isinstance(got, list) else [got]
-
-
-def evaluate_dcgm_diag(level: int, rc: int, output: str) -> dict:
-    """``dcgmi diag -r <level>``: fail on a non-zero exit or a ``Fail``/``Error`` result line (deepops' rule)."""
-    bad = [line.strip(" |") for line in output.splitlines() if re.search(r"\b(Fail|FAIL|Error|ERROR)\b", line)]
-    threshold = f"level {level} passes"
-    if rc != 0 or bad:
-        detail = "; ".join(bad[:5]) or f"exit status {rc}"
-        return check("dcgm_diag", None, FAIL, bad or rc, threshold, f"dcgmi diag -r {level} failed: {detail}")
-    return check("dcgm_diag", None, OK, [], threshold, f"dcgmi diag -r {level} passed")
-
-
-def evaluate_container_smoke(rc: int, stdout: str, stderr: str, gpu_count: int | None) -> dict:
-    """A container with every GPU must list them all with ``nvidia-smi -L``."""
-    listed = len([line for line in stdout.splitlines() if line.startswith("GPU ")])
-    if rc != 0:
-        last = (stderr or stdout).strip().splitlines()
-        return check("container_smoke", None, FAIL, listed, gpu_count,
-                     f"the GPU container exited with status {rc}: {last[-1] if last else 'no output'}")
-    if gpu_count is not None and listed != gpu_count:
-        return check("container_smoke", None, FAIL, listed, gpu_count,
-                     f"the GPU container sees {listed} GPU(s), the host has {gpu_count}")
-    return check("container_smoke", None, OK, listed, gpu_count, f"the GPU container sees {listed} GPU(s)")
 
 
 def kernel_log_error(meas: dict[str, Any]) -> str | None:
@@ -583,7 +577,7 @@ def kernel_log_error(meas: dict[str, Any]) -> str | None:
 def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     """Evaluate a whole measurement document; return every check, host-wide ones first."""
     if meas.get("init_error"):
-        return [check("nvml", None, FAIL, None, "NVML initialised", meas["init_error"])]
+        return [check("nvml", None, FAIL, None, "NVML initialised", meas["init_error"], level=UNKNOWN)]
     mig_doc = meas.get("mig_expected") or {}
     kernel_error = kernel_log_error(meas)
     out = _guarded(("gpu_count",), None, lambda: check_gpu_count(meas, th))
@@ -596,10 +590,11 @@ def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
 
 
 def summarize(checks: list[dict]) -> dict[str, Any]:
-    """Return ``{status, counts: {ok, warn, fail}, failed: [names with GPU index]}``."""
+    """Return ``{status, level, action, counts: {ok, warn, fail}, failed: [names with GPU index]}``."""
     counts = {OK: 0, WARN: 0, FAIL: 0}
     for item in checks:
         counts[item["status"]] += 1
     failed = [f"{c['name']}" + (f"[gpu {c['gpu']['index']}]" if c.get("gpu") else "")
               for c in checks if c["status"] == FAIL]
-    return {"status": worst([c["status"] for c in checks]), "counts": counts, "failed": failed}
+    return {"status": worst([c["status"] for c in checks]), "level": xid.worst_level([c["level"] for c in checks]),
+            "action": xid.worst_action([c["action"] for c in checks]), "counts": counts, "failed": failed}

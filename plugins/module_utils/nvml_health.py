@@ -41,7 +41,7 @@ CLOCK_EVENT_IDLE = 0x1
 NO_INSTANCE = 0xFFFFFFFF
 _KERNEL_XID = re.compile(
     r"^(?P<time>\d+(?:\.\d+)?)\s.*NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+)"
-    r"(?:\.[0-9A-Fa-f])?\): (?P<code>\d+)")
+    r"(?:\.[0-9A-Fa-f])?\): (?P<code>\d+)(?:,\s*(?P<text>.*))?$")
 
 
 class GpuLost(Exception):
@@ -266,15 +266,17 @@ def drain_xid_events(nvml: Any, handles: dict[int, Any], wait_ms: int) -> tuple[
 
 
 def parse_kernel_xids(text: str, since: float) -> list[dict[str, Any]]:
-    """Parse ``journalctl -k -o short-unix`` output: ``[{bus: (domain, bus, device), code, time, source}]`` for
-    every ``NVRM: Xid`` line at or after ``since`` (a Unix time)."""
+    """Parse ``journalctl -k -o short-unix`` output: ``[{bus: (domain, bus, device), code, text, time, source}]``
+    for every ``NVRM: Xid`` line at or after ``since`` (a Unix time); ``text`` is what follows the code (the
+    subcode and severity of NVLink5 XIDs 144-150 are in it)."""
     out = []
     for line in text.splitlines():
         match = _KERNEL_XID.match(line.strip())
         if not match or float(match.group("time")) < since:
             continue
         out.append({"bus": bus_key(match.group("pci")), "code": int(match.group("code")),
-                    "time": float(match.group("time")), "source": "kernel"})
+                    "text": (match.group("text") or "").strip() or None, "time": float(match.group("time")),
+                    "source": "kernel"})
     return out
 
 

@@ -85,15 +85,18 @@ options:
     type: int
     default: 7200
   xid_critical:
-    description: XIDs that fail the GPU. Any other XID in the window (not in O(xid_ignore)) warns.
+    description:
+      - XIDs judged CRITICAL (reset the GPU) whatever NVIDIA's XID catalogue says. Every other XID in the window
+        (not in O(xid_ignore)) takes its level and action from the catalogue (docs/health.md).
     type: list
     elements: int
-    default: [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
+    default: []
   xid_ignore:
-    description: XIDs that are not reported at all (94 - contained ECC error, the application was told).
+    description: XIDs that are not reported at all (for example 94 - contained ECC error - where applications restart
+      themselves).
     type: list
     elements: int
-    default: [94]
+    default: []
   xid_wait_ms:
     description:
       - How long to wait (milliseconds) for XID events on the NVML event set registered by this call. 0 turns the
@@ -231,16 +234,30 @@ health:
   type: dict
   contains:
     status: {description: Worst status of all checks (ok, warn or fail)., type: str, sample: ok}
+    level:
+      description:
+        - Worst level of all checks in NVIDIA Health Validation's words - PASS, INFO, WARNING, UNKNOWN (an input
+          could not be read; the host is never PASS then) or CRITICAL.
+      type: str
+      sample: PASS
+    action:
+      description: Highest recommended action of all checks - none, restart_app, drain, reset_gpu, reboot or rma.
+      type: str
+      sample: none
+    xid_catalogue: {description: The XID catalogue the XIDs were judged by (title, url, version)., type: dict}
     counts: {description: Number of checks per status., type: dict, sample: {ok: 120, warn: 0, fail: 0}}
     failed: {description: "Failing checks as C(name[gpu N]).", type: list, elements: str}
     checks:
       description:
-        - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(value),
-          C(threshold), C(message).
+        - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(level),
+          C(action), C(value), C(threshold), C(message), C(evidence) (for C(xid) - one entry per XID code and
+          subcode with its C(count), C(level), C(action) and the catalogue's words; else null).
       type: list
       elements: dict
     gpus:
-      description: Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(status) (worst of its checks).
+      description:
+        - Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(status), C(level) and C(action) (worst of its
+          checks), C(mig) (mode and GPU instances as NVML reports them, or null).
       type: list
       elements: dict
     driver_version: {description: Loaded driver version., type: str, sample: 570.172.08}
@@ -264,6 +281,8 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_commands as hcmd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import xid
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import run_command
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_health import (
@@ -286,8 +305,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "retired_pages_fail": {"type": "int", "default": 61},
     "remapped_rows_uncorrectable_fail": {"type": "int", "default": 512},
     "xid_window_s": {"type": "int", "default": 7200},
-    "xid_critical": {"type": "list", "elements": "int", "default": list(hc.AZURE_CRITICAL_XIDS)},
-    "xid_ignore": {"type": "list", "elements": "int", "default": [94]},
+    "xid_critical": {"type": "list", "elements": "int", "default": []},
+    "xid_ignore": {"type": "list", "elements": "int", "default": []},
     "xid_wait_ms": {"type": "int", "default": 100},
     "xid_kernel_log": {"type": "bool", "default": True},
     "temperature_fail_c": {"type": "int"},
@@ -388,7 +407,7 @@ def dcgm_diag(module: AnsibleModule, level: int, host: str | None = None) -> dic
         return hc.check("dcgm_diag", None, hc.FAIL, None, f"level {level} passes",
                         "dcgmi not found; install DCGM (the nvidia_dcgm role) or set dcgm_diag_level to 0")
     rc, out, err = run_command(module, [dcgmi, "diag", *(["--host", host] if host else []), "-r", str(level)])
-    return hc.evaluate_dcgm_diag(level, rc, out + err)
+    return hcmd.evaluate_dcgm_diag(level, rc, out + err)
 
 
 def container_smoke(module: AnsibleModule, runtime: str, image: str, gpu_count: int | None) -> dict[str, Any]:
@@ -399,7 +418,7 @@ def container_smoke(module: AnsibleModule, runtime: str, image: str, gpu_count: 
                         f"{runtime} not found; install the container engine or unset container_runtime")
     rc, out, err = run_command(module, [engine, "run", "--rm", "--device", "nvidia.com/gpu=all", image,
                                         "nvidia-smi", "-L"])
-    return hc.evaluate_container_smoke(rc, out, err, gpu_count)
+    return hcmd.evaluate_container_smoke(rc, out, err, gpu_count)
 
 
 def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> dict[str, Any]:
@@ -408,10 +427,14 @@ def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> d
     summary = hc.summarize(checks)
     gpus = []
     for gpu in meas.get("gpus", []):
-        mine = [c["status"] for c in checks if c.get("gpu") and c["gpu"]["index"] == gpu["index"]]
+        mine = [c for c in checks if c.get("gpu") and c["gpu"]["index"] == gpu["index"]]
         gpus.append({"index": gpu["index"], "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
-                     "name": gpu.get("values", {}).get("name"), "status": hc.worst(mine)})
-    return {"status": summary["status"], "counts": summary["counts"], "failed": summary["failed"],
+                     "name": gpu.get("values", {}).get("name"), "status": hc.worst([c["status"] for c in mine]),
+                     "level": xid.worst_level([c["level"] for c in mine]),
+                     "action": xid.worst_action([c["action"] for c in mine]),
+                     "mig": gpu.get("values", {}).get("mig")})
+    return {"status": summary["status"], "level": summary["level"], "action": summary["action"],
+            "counts": summary["counts"], "failed": summary["failed"], "xid_catalogue": xid.cat.SOURCE,
             "checks": checks, "gpus": gpus, "driver_version": meas.get("driver_version"),
             "cuda_version": meas.get("cuda_version"), "gpu_count": meas.get("gpu_count"),
             "xid_sources": meas.get("xid_sources", []), "thresholds": th}

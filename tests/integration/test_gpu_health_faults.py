@@ -224,8 +224,14 @@ def test_xid_79_raised_during_the_check_fails(sim_lib_dir: Path, state: Path, tm
         thread.join()
     got = only_failure(result)
     assert (got["name"], got["value"], got["gpu"]) == ("xid", [79], gpu_identity(state, 4))
-    assert got["message"] == ("critical XID 79 in the last 7200 s; drain the node and follow NVIDIA's XID "
-                              "catalogue")
+    # The thread raises XID 79 until the check ends: every event is counted in one entry, not repeated.
+    assert [(e["code"], e["level"], e["action"], e["sources"]) for e in got["evidence"]] == [
+        (79, "CRITICAL", "reboot", ["nvml"])]
+    count = got["evidence"][0]["count"]
+    times = f" x{count}" if count > 1 else ""
+    assert got["message"] == (f"XID 79 (GPU has fallen off the bus){times}: reboot in the last 7200 s "
+                              "(NVIDIA's XID catalogue)")
+    assert (got["level"], got["action"]) == ("CRITICAL", "reboot")
 
 
 def test_xid_before_the_check_is_not_seen_through_nvml(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
@@ -245,7 +251,9 @@ def test_xid_from_the_kernel_log_in_the_window(sim_lib_dir: Path, state: Path, t
     fake_tool(tmp_path / "bin", "journalctl", "cat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
     _rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", xid_kernel_log=True)
     got = only_failure(result)
-    assert (got["name"], got["value"], got["gpu"]) == ("xid", [48], gpu_identity(state, 2))
+    assert (got["name"], got["value"], got["gpu"]) == ("xid", [48, 94], gpu_identity(state, 2))
+    assert [(e["code"], e["count"], e["level"], e["action"], e["sources"]) for e in got["evidence"]] == [
+        (48, 1, "CRITICAL", "reset_gpu", ["kernel"]), (94, 1, "WARNING", "restart_app", ["kernel"])]
     assert {"source": "kernel", "error": None, "window_s": 7200} in result["health"]["xid_sources"]
 
 

@@ -19,6 +19,7 @@ if str(_COLLECTIONS) not in sys.path:
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_commands as hcmd  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.modules import gpu_health  # noqa: E402
 
 HEALTHY_GPU: dict[str, Any] = {
@@ -116,10 +117,12 @@ GPU_CASES = [
      "remapped_rows", "fail", {"corrected": 3, "uncorrected": 513, "pending": 0, "failure": 0}),
     ("xid-none", {}, {}, "xid", "ok", []),
     ("xid-79", {"xid": [{"code": 79}]}, {}, "xid", "fail", [79]),
-    ("xid-94-ignored", {"xid": [{"code": 94}]}, {}, "xid", "ok", []),
+    ("xid-94-restart-app", {"xid": [{"code": 94}]}, {}, "xid", "warn", [94]),
+    ("xid-94-ignored-by-param", {"xid": [{"code": 94}]}, {"xid_ignore": [94]}, "xid", "ok", []),
+    ("xid-45-info", {"xid": [{"code": 45}]}, {}, "xid", "ok", [45]),
     ("xid-13-warn", {"xid": [{"code": 13}, {"code": 13}]}, {}, "xid", "warn", [13]),
     ("xid-13-critical-by-param", {"xid": [{"code": 13}]}, {"xid_critical": [13]}, "xid", "fail", [13]),
-    ("xid-mixed", {"xid": [{"code": 31}, {"code": 48}, {"code": 94}]}, {}, "xid", "fail", [31, 48]),
+    ("xid-mixed", {"xid": [{"code": 31}, {"code": 48}, {"code": 94}]}, {}, "xid", "fail", [31, 48, 94]),
     ("pcie-x16", {}, {}, "pcie_link_width", "ok", 16),
     ("pcie-x8", {"pcie": {"gen": 5, "max_gen": 5, "width": 8, "max_width": 16}}, {}, "pcie_link_width", "fail", 8),
     ("pcie-x8-warn-param", {"pcie": {"gen": 5, "max_gen": 5, "width": 8, "max_width": 16}},
@@ -267,8 +270,9 @@ def test_gpu_count_message() -> None:
 
 def test_nvml_init_error_is_one_host_fail() -> None:
     checks = hc.evaluate_host({"init_error": "nvmlInit failed: Driver Not Loaded (NVML error 9)"}, th())
-    assert checks == [{"name": "nvml", "gpu": None, "status": "fail", "value": None,
-                       "threshold": "NVML initialised", "message": "nvmlInit failed: Driver Not Loaded (NVML error 9)"}]
+    assert checks == [{"name": "nvml", "gpu": None, "status": "fail", "level": "UNKNOWN", "action": "none",
+                       "value": None, "threshold": "NVML initialised", "evidence": None,
+                       "message": "nvmlInit failed: Driver Not Loaded (NVML error 9)"}]
 
 
 @pytest.mark.parametrize(("statuses", "expected"), [
@@ -310,7 +314,7 @@ DIAG_CASES = [
 @pytest.mark.parametrize(("rc", "output", "status", "value"), [c[1:] for c in DIAG_CASES],
                          ids=[c[0] for c in DIAG_CASES])
 def test_dcgm_diag_table(rc: int, output: str, status: str, value: Any) -> None:
-    got = hc.evaluate_dcgm_diag(1, rc, output)
+    got = hcmd.evaluate_dcgm_diag(1, rc, output)
     assert (got["name"], got["gpu"], got["status"], got["value"]) == ("dcgm_diag", None, status, value)
     assert got["threshold"] == "level 1 passes"
 
@@ -328,5 +332,5 @@ SMOKE_CASES = [
 @pytest.mark.parametrize(("rc", "out", "err", "count", "status", "message"), [c[1:] for c in SMOKE_CASES],
                          ids=[c[0] for c in SMOKE_CASES])
 def test_container_smoke_table(rc: int, out: str, err: str, count: int, status: str, message: str) -> None:
-    got = hc.evaluate_container_smoke(rc, out, err, count)
+    got = hcmd.evaluate_container_smoke(rc, out, err, count)
     assert (got["status"], got["message"], got["threshold"]) == (status, message, count)

@@ -58,6 +58,7 @@ def test_merge_kernel_xids_matches_by_bus_and_skips_lost_and_unknown() -> None:
     ]}
     nvml_health.merge_kernel_xids(meas, nvml_health.parse_kernel_xids(LOG + LOG.replace("18:00", "99:00"), 0))
     assert [e["code"] for e in meas["gpus"][0]["values"]["xid"]] == [79]
-    assert meas["gpus"][0]["values"]["xid"][0] == {"code": 79, "time": 1763769000.1, "source": "kernel"}
+    assert meas["gpus"][0]["values"]["xid"][0] == {"code": 79, "time": 1763769000.1, "source": "kernel",
+                                                   "text": "pid='<unknown>', GPU has fallen off the bus."}
     assert "xid" not in meas["gpus"][1]["values"]
     assert "xid" not in meas["gpus"][2]["values"]

@@ -130,11 +130,12 @@ KERNEL_ERROR = "journalctl -k failed (rc 1): Failed to open journal: Permission 
      "through NVML); make journalctl -k readable, or set xid_kernel_log to false to rely on NVML events of the "
      "moment only"),
     ([{"code": 13}], "fail",
-     f"the kernel log could not be read ({KERNEL_ERROR}), so XIDs of the last 7200 s are unknown (XID 13 seen "
-     "through NVML); make journalctl -k readable, or set xid_kernel_log to false to rely on NVML events of the "
+     f"the kernel log could not be read ({KERNEL_ERROR}), so XIDs of the last 7200 s are unknown (seen "
+     "through NVML: XID 13 (Graphics Engine Exception): restart_app); make "
+     "journalctl -k readable, or set xid_kernel_log to false to rely on NVML events of the "
      "moment only"),
     ([{"code": 79}], "fail",
-     "critical XID 79 in the last 7200 s; drain the node and follow NVIDIA's XID catalogue"),
+     "XID 79 (GPU has fallen off the bus): reboot in the last 7200 s (NVIDIA's XID catalogue)"),
 ], ids=["nothing-seen", "warn-level-seen", "critical-seen"])
 def test_unreadable_kernel_log_is_not_an_empty_window(xids: list[dict], status: str, message: str) -> None:
     meas = host([gpu_with(xid=xids)], xid_sources=[{"source": "nvml", "error": None, "wait_ms": 100},

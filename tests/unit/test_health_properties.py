@@ -105,7 +105,7 @@ def test_evaluation_never_raises_and_every_check_is_well_formed(meas: dict[str, 
     summary = hc.summarize(checks)
     assert summary["status"] in ("ok", "warn", "fail")
     for item in checks:
-        assert set(item) == {"name", "gpu", "status", "value", "threshold", "message"}
+        assert set(item) == {"name", "gpu", "status", "level", "action", "value", "threshold", "message", "evidence"}
         assert item["status"] in ("ok", "warn", "fail")
         assert isinstance(item["message"], str)
         assert item["message"]
