@@ -282,7 +282,7 @@ def check_ecc(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     if unc > unc_limit:
         out.append(check("ecc_uncorrected_volatile", gpu, FAIL, unc, unc_limit,
                          f"{unc} uncorrectable ECC error(s) since the last reset (limit {unc_limit}); drain the node "
-                         "and reset the GPU"))
+                         "and reset the GPU", action="reset_gpu"))
     else:
         out.append(check("ecc_uncorrected_volatile", gpu, OK, unc, unc_limit, f"{unc} uncorrectable ECC error(s)"))
     cor = int(ecc["corrected_volatile"])
@@ -308,11 +308,11 @@ def check_retired_pages(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     value = {"sbe": int(pages.get("sbe", 0)), "dbe": int(pages.get("dbe", 0)), "pending": bool(pages.get("pending"))}
     if value["pending"]:
         return check("retired_pages", gpu, FAIL, value, limits,
-                     "a page retirement is pending; reset the GPU or reboot to retire it")
+                     "a page retirement is pending; reset the GPU or reboot to retire it", action="reset_gpu")
     if total > int(th["retired_pages_fail"]):
         return check("retired_pages", gpu, FAIL, value, limits,
                      f"{total} retired pages exceed {th['retired_pages_fail']}: the table is nearly full; "
-                     "replace the GPU")
+                     "replace the GPU", action="rma")
     if total > int(th["retired_pages_warn"]):
         return check("retired_pages", gpu, WARN, value, limits,
                      f"{total} retired pages exceed {th['retired_pages_warn']}")
@@ -330,13 +330,13 @@ def check_remapped_rows(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     value = {k: int(rows.get(k, 0)) for k in ("corrected", "uncorrected", "pending", "failure")}
     if value["failure"]:
         return check("remapped_rows", gpu, FAIL, value, limits,
-                     "a row remapping failed; the GPU needs hardware inspection (RMA)")
+                     "a row remapping failed; the GPU needs hardware inspection (RMA)", action="rma")
     if value["pending"]:
         return check("remapped_rows", gpu, FAIL, value, limits,
-                     "a row remapping is pending; reset the GPU or reboot to apply it")
+                     "a row remapping is pending; reset the GPU or reboot to apply it", action="reset_gpu")
     if value["uncorrected"] > limit:
         return check("remapped_rows", gpu, FAIL, value, limits,
-                     f"{value['uncorrected']} rows remapped for uncorrectable errors exceed {limit}")
+                     f"{value['uncorrected']} rows remapped for uncorrectable errors exceed {limit}", action="rma")
     return check("remapped_rows", gpu, OK, value, limits,
                  f"{value['corrected'] + value['uncorrected']} row(s) remapped, none pending")
 
@@ -433,7 +433,7 @@ def check_temperature(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     margin = int(th["temperature_warn_margin_c"])
     miss = _not_value("temperature", gpu, "temperature", {"fail": own})
     if miss:
-        return dict(miss, status=FAIL, message=miss["message"] if miss["status"] == FAIL
+        return dict(miss, status=FAIL, level=UNKNOWN, message=miss["message"] if miss["status"] == FAIL
                     else "the GPU temperature is not reported by NVML; cannot check it")
     temp = gpu["values"]["temperature"]
     current = int(temp["gpu"])
@@ -532,7 +532,7 @@ def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, A
     if gpu.get("lost"):
         return [check("gpu_lost", gpu, FAIL, True, False,
                       "the GPU has fallen off the bus (NVML: GPU is lost); drain the node, reboot, and replace "
-                      "the GPU if it recurs")]
+                      "the GPU if it recurs", action="reboot")]
     out = [check("gpu_lost", gpu, OK, False, False, "GPU reachable")]
     steps: list[tuple[tuple[str, ...], Any]] = [
         (("gpu_model",), lambda: check_gpu_model(gpu, th)),

@@ -14,9 +14,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from gpufleet_sim import hardware, store
@@ -255,6 +257,8 @@ def test_xid_from_the_kernel_log_in_the_window(sim_lib_dir: Path, state: Path, t
     assert [(e["code"], e["count"], e["level"], e["action"], e["sources"]) for e in got["evidence"]] == [
         (48, 1, "CRITICAL", "reset_gpu", ["kernel"]), (94, 1, "WARNING", "restart_app", ["kernel"])]
     assert {"source": "kernel", "error": None, "window_s": 7200} in result["health"]["xid_sources"]
+    schema = json.loads(resources.files("gpufleet").joinpath("schemas/health_report.schema.json").read_text("utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(result["health"])  # the real module's report, as published
 
 
 # --------------------------------------------------------------------------------------------------- host-wide

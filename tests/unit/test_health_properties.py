@@ -107,6 +107,9 @@ def test_evaluation_never_raises_and_every_check_is_well_formed(meas: dict[str, 
     for item in checks:
         assert set(item) == {"name", "gpu", "status", "level", "action", "value", "threshold", "message", "evidence"}
         assert item["status"] in ("ok", "warn", "fail")
+        # The level says at least as much as the status: never a green level on a failing check, or the reverse.
+        assert item["status"] == {"PASS": "ok", "INFO": "ok", "WARNING": "warn", "UNKNOWN": "fail",
+                                  "CRITICAL": "fail"}[item["level"]]
         assert isinstance(item["message"], str)
         assert item["message"]
 
@@ -129,3 +132,4 @@ def test_a_missing_or_unreadable_reading_never_passes(gpu: dict[str, Any], missi
              "xid": ["xid"]}[missing]
     checks = hc.check_gpu(gpu, th(), None)
     assert [c["status"] for c in checks if c["name"] in names] == ["fail"] * len(names)
+    assert [c["level"] for c in checks if c["name"] in names] == ["UNKNOWN"] * len(names)
