@@ -14,7 +14,8 @@
 
 Exit codes: 0 ok, 2 a host failed, 3 a host was unreachable (wins over 2), 4 bad input (also: inventory that does
 not parse, no host matched, bad limit, refused confirmation), 5 runner error or canceled, 6 Ansible error outside
-host tasks (YAML, vault, syntax).
+host tasks (YAML, vault, syntax). ``verify`` raises the code to its health verdict: 1 when the worst level is
+WARNING, 2 when it is UNKNOWN or CRITICAL (docs/health.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from gpufleet import __version__, api, mig
 from gpufleet._extravars import parse_extra_vars
 from gpufleet._output import load_renderers, make_progress, renderers_for
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.health_verdict import verify_exit_code
 from gpufleet.junit import write_junit_xml
 from gpufleet.results import SCHEMA_VERSION, ExitCode, RunResult
 
@@ -461,6 +463,8 @@ def main(
     if getattr(args, "junit", None):
         write_junit_xml(result, args.junit)
     _show(result, command, out, err, as_json=as_json)
+    if command == "verify":
+        return verify_exit_code(result)
     return int(result.exit_code)
 
 

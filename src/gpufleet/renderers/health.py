@@ -14,6 +14,8 @@ from gpufleet.results import HostResult, RunResult
 
 STATUS_STYLES = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 STATUS_MARKS = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
+LEVEL_STYLES = {"PASS": "green", "INFO": "cyan", "WARNING": "yellow", "UNKNOWN": "bold magenta",
+                "CRITICAL": "bold red"}
 
 
 def health_report(host: HostResult) -> Mapping[str, Any] | None:
@@ -45,7 +47,11 @@ def host_table(name: str, report: Mapping[str, Any]) -> Table:
     per_gpu = _check_names(checks)
     host_checks = [c for c in checks if not c.get("gpu")]
     status = str(report.get("status", "?"))
-    table = Table(title=Text(f"{name}: health {status}", style=STATUS_STYLES.get(status, "")), title_justify="left")
+    level = str(report.get("level") or status)
+    action = report.get("action")
+    title = f"{name}: health {level}" + (f", action {action}" if action and action != "none" else "")
+    table = Table(title=Text(title, style=LEVEL_STYLES.get(level, STATUS_STYLES.get(status, ""))),
+                  title_justify="left")
     table.add_column("gpu", justify="right")
     table.add_column("uuid / pci bus id")
     for check_name in per_gpu:
@@ -65,16 +71,20 @@ def host_table(name: str, report: Mapping[str, Any]) -> Table:
 
 
 def problem_lines(name: str, report: Mapping[str, Any]) -> list[Text]:
-    """One line per check that is not ok: host, GPU (index, UUID, bus id), check, value vs threshold, message."""
+    """One line per check that is not ok (or INFO): host, GPU, level, check, action, message, value vs threshold."""
     lines = []
     for check in report.get("checks") or []:
         status = str(check.get("status"))
-        if status == "ok":
+        level = str(check.get("level") or STATUS_MARKS.get(status, status))
+        if status == "ok" and level != "INFO":
             continue
         gpu = check.get("gpu")
         where = f"gpu {gpu.get('index')} {gpu.get('uuid')} {gpu.get('pci_bus_id')}" if gpu else "host"
         line = Text(f"{name} {where} ")
-        line.append(f"{status} {check.get('name')}", style=STATUS_STYLES.get(status, ""))
+        line.append(f"{level} {check.get('name')}", style=LEVEL_STYLES.get(level, STATUS_STYLES.get(status, "")))
+        action = check.get("action")
+        if action and action != "none":
+            line.append(f" [action: {action}]", style="bold")
         line.append(f": {check.get('message')} (value {check.get('value')!r}, threshold {check.get('threshold')!r})")
         lines.append(line)
     return lines
