@@ -74,7 +74,8 @@ def _build(missing: dict[str, str], log: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="gpufleet-prepared-") as tmp:
             inventory = Path(tmp) / "hosts.yml"
             inventory.write_text(json.dumps({"all": {"hosts": {
-                s.name: {"gpufleet_baseline_branch": BASELINES[s.name.removeprefix("prepared-")][1]}
+                s.name: {**hosts_mod.ANSIBLE_HOST_VARS,
+                         "gpufleet_baseline_branch": BASELINES[s.name.removeprefix("prepared-")][1]}
                 for s in specs}}}), encoding="utf-8")
             (Path(tmp) / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
             env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet_lab import reposerver
-from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
 
@@ -45,7 +45,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     work = tmp_path_factory.mktemp("nvml-hash")
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {HOST: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
+        **ANSIBLE_HOST_VARS,
         "nvml_python_index_url": REPO + "pypi/simple/", "nvml_python_index_allow_http": True}}}}), encoding="utf-8")
     (work / "site.yml").write_text(PLAYBOOK, encoding="utf-8")
     server_pid = reposerver.start()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet_lab import reposerver
-from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
 from gpufleet_sim.repo import key_fingerprint
@@ -66,7 +66,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
     fingerprint = key_fingerprint(tree / "3bf863cc.pub", gnupg)
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {HOST: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
+        **ANSIBLE_HOST_VARS,
         "nvidia_driver_repo_mirror": MIRROR, "nvidia_driver_repo_key_fingerprint": fingerprint}}}}),
         encoding="utf-8")
     (work / "site.yml").write_text(PLAYBOOK, encoding="utf-8")

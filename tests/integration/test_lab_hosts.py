@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +16,7 @@ import pytest
 from gpufleet_lab import fleet as fleet_mod
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import (
+    ANSIBLE_HOST_VARS,
     HostError,
     HostSpec,
     cleanup,
@@ -21,7 +27,7 @@ from gpufleet_lab.hosts import (
     stop_hosts,
 )
 from gpufleet_lab.image import IMAGE, ensure_image
-from gpufleet_lab.podman import LAB_OWNER, podman
+from gpufleet_lab.podman import LAB_OWNER, podman, project_root
 
 pytestmark = pytest.mark.hosts
 
@@ -98,6 +104,45 @@ def test_labels_record_preset_loopback_and_fleet(two_hosts: list[HostSpec]) -> N
     rows = {r["name"]: r for r in list_hosts(LAB_OWNER, fleet="lab-it")}
     assert {name: (r["preset"], r["loopback"], r["state"]) for name, r in rows.items()} == {
         "lab-it-1": ("test-4", "127.0.201.1", "running"), "lab-it-2": ("test-2+sw", "127.0.202.1", "running")}
+
+
+def _ansible(host: str, connection: str, *args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(project_root() / "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=str(project_root() / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp))
+    return subprocess.run([str(Path(sys.executable).with_name("ansible")), "all", "-i", f"{host},", "-c", connection,
+                           "-e", "ansible_python_interpreter=/usr/bin/python3", "-o", *args],
+                          capture_output=True, text=True, check=False, env=env, timeout=120)
+
+
+def test_the_nsenter_connection_runs_commands_as_podman_exec_does(two_hosts: list[HostSpec], tmp_path: Path) -> None:
+    """gpufleet.lab.nsenter (what the tests' inventories use) gives a command what `podman exec` gives it."""
+    host = two_hosts[0].name
+    probe = "env | sort; hostname; pwd; id -u; cat /proc/self/cgroup; readlink /proc/1/exe; ls /sys/bus/pci/devices"
+    seen = {}
+    for connection in (ANSIBLE_HOST_VARS["ansible_connection"], "containers.podman.podman"):
+        proc = _ansible(host, connection, "-m", "ansible.builtin.shell", "-a", probe, tmp=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        seen[connection] = proc.stdout.split(" rc=0 | (stdout) ", 1)[1]
+    assert seen[ANSIBLE_HOST_VARS["ansible_connection"]] == seen["containers.podman.podman"]
+    assert "container=podman" in seen["containers.podman.podman"]
+
+
+def test_the_nsenter_connection_copies_files_into_the_host(two_hosts: list[HostSpec], tmp_path: Path) -> None:
+    host = two_hosts[1].name
+    src = tmp_path / "payload"
+    src.write_bytes(bytes(range(256)) * 64)
+    proc = _ansible(host, ANSIBLE_HOST_VARS["ansible_connection"], "-m", "ansible.builtin.copy",
+                    "-a", f"src={src} dest=/root/payload mode=0600", tmp=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert exec_in(host, ["sha256sum", "/root/payload"]).split()[0] == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert exec_in(host, ["stat", "-c", "%a %U", "/root/payload"]).strip() == "600 root"
+
+
+def test_the_nsenter_connection_says_which_host_is_not_running(tmp_path: Path) -> None:
+    proc = _ansible("lab-it-absent", ANSIBLE_HOST_VARS["ansible_connection"], "-m", "ansible.builtin.ping",
+                    tmp=tmp_path)
+    assert proc.returncode != 0
+    assert "podman inspect lab-it-absent failed" in proc.stdout + proc.stderr
 
 
 def test_a_foreign_container_of_the_same_name_is_not_replaced() -> None:

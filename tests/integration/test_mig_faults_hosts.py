@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from gpufleet_lab import reposerver
-from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.podman import containers_conf, project_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,7 +104,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     work = tmp_path_factory.mktemp("mig-faults-hosts")
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {HOST: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}),
+        **ANSIBLE_HOST_VARS}}}}),
         encoding="utf-8")
     (work / "mig.yml").write_text(PLAYBOOK, encoding="utf-8")
     server_pid = reposerver.start()  # a missing baseline image is built from the simulated repository

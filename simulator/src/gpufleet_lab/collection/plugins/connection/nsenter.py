@@ -1,0 +1,130 @@
+# Copyright: gpufleet maintainers. Apache-2.0 (see LICENSE).
+"""Reach a gpufleet-lab host (a podman container on this machine) by entering its namespaces with nsenter."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: nsenter
+short_description: Run tasks in a gpufleet-lab podman host through nsenter, with pipelining
+description:
+  - The lab's hosts are podman containers on the controller's own machine. C(containers.podman.podman) runs every
+    command through C(podman exec), which costs a few hundred milliseconds each and cannot pipeline, so one task
+    costs about a second even when it does nothing.
+  - This plugin asks podman once per host for the container's init PID, cgroups and environment, then runs each
+    command with C(nsenter) in the container's mount, UTS, IPC, network, PID and cgroup namespaces, in the
+    container's cgroups, with the container's environment only (as C(podman exec) does), and supports
+    pipelining. Files travel through the same path (C(cat)), so paths resolve inside the host.
+  - Test harness only: it needs root on the controller and the container on the same machine.
+author: gpufleet maintainers
+options:
+  remote_addr:
+    description: The container's name or ID.
+    default: inventory_hostname
+    type: str
+    vars:
+      - name: inventory_hostname
+      - name: ansible_host
+      - name: ansible_podman_host
+  podman_executable:
+    description: The podman binary that started the container.
+    default: podman
+    type: str
+    vars:
+      - name: ansible_podman_executable
+    env:
+      - name: ANSIBLE_PODMAN_EXECUTABLE
+  pipelining:
+    description: Send modules through standard input instead of copying them first.
+    default: true
+    type: boolean
+    vars:
+      - name: ansible_pipelining
+      - name: ansible_nsenter_pipelining
+"""
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.connection.local import Connection as LocalConnection
+from ansible.utils.display import Display
+
+display = Display()
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def cgroup_procs_files(proc_cgroup: str) -> list[str]:
+    """The cgroup.procs files of the cgroups in a ``/proc/PID/cgroup`` text (v1 hierarchies and v2's unified one)."""
+    files = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        path = path.removesuffix("/init.scope")  # the container's own cgroup, where `podman exec` puts commands
+        if controllers.startswith("name="):
+            mount = controllers.removeprefix("name=")
+        elif controllers == "":
+            mount = "unified" if (CGROUP_ROOT / "unified").is_dir() else ""
+        else:
+            mount = controllers
+        procs = CGROUP_ROOT / mount / path.lstrip("/") / "cgroup.procs"
+        if procs.exists():
+            files.append(str(procs))
+    return files
+
+
+class Connection(LocalConnection):
+    """``local`` with every command prefixed by nsenter into the container's namespaces and cgroups."""
+
+    transport = "gpufleet.lab.nsenter"
+    has_pipelining = True
+    allow_executable = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._prefix: str | None = None
+
+    def _connect(self) -> LocalConnection:
+        if self._prefix is None:
+            name = self.get_option("remote_addr")
+            podman = self.get_option("podman_executable")
+            proc = subprocess.run([podman, "inspect", "--type", "container", "--format", "json", name],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise AnsibleConnectionFailure(f"podman inspect {name} failed: {proc.stderr.strip()}")
+            info = json.loads(proc.stdout)[0]
+            pid = int(info["State"]["Pid"])
+            if not info["State"]["Running"] or pid <= 0:
+                raise AnsibleConnectionFailure(f"the lab host {name} is not running")
+            joins = "".join(f"echo $$ > {shlex.quote(f)} && " for f in
+                            cgroup_procs_files(Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")))
+            # the container's environment as `podman exec` gives it (which leaves out the container_uuid)
+            env = " ".join(shlex.quote(v) for v in info["Config"].get("Env") or []
+                           if not v.startswith("container_uuid="))
+            # -w: the working directory of the container's init (its WorkingDir); nsenter 2.38's --wd=DIR
+            # resolves DIR before it enters the mount namespace.
+            self._prefix = (f"{joins}exec nsenter --target={pid} --mount --uts --ipc --net --pid --cgroup -w "
+                            f"-- env -i {env} /bin/sh -c ")
+            display.vvv(f"NSENTER {name}: PID {pid}", host=name)
+        return super()._connect()
+
+    def exec_command(self, cmd: str, in_data: bytes | None = None, sudoable: bool = True) -> tuple[int, bytes, bytes]:
+        self._connect()
+        assert self._prefix is not None
+        return super().exec_command(self._prefix + shlex.quote(to_text(cmd)), in_data=in_data, sudoable=sudoable)
+
+    def put_file(self, in_path: str, out_path: str) -> None:
+        display.vvv(f"PUT {in_path} TO {out_path}", host=self.get_option("remote_addr"))
+        data = Path(in_path).read_bytes()
+        rc, _, err = self.exec_command(f"cat > {shlex.quote(out_path)}", in_data=data, sudoable=False)
+        if rc != 0:
+            raise AnsibleError(f"failed to transfer {in_path} to {out_path}: {to_text(err).strip()}")
+
+    def fetch_file(self, in_path: str, out_path: str) -> None:
+        display.vvv(f"FETCH {in_path} TO {out_path}", host=self.get_option("remote_addr"))
+        rc, out, err = self.exec_command(f"cat {shlex.quote(in_path)}", sudoable=False)
+        if rc != 0:
+            raise AnsibleError(f"failed to fetch {in_path}: {to_text(err).strip()}")
+        Path(out_path).write_bytes(out)
