@@ -58,6 +58,8 @@ class HostSpec:
     fleet: str = ""
     #: The state document; built from ``preset`` with the simulator's presets when ``None``.
     state: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: Folders mounted as a fresh tmpfs (``/proc/driver``: where the simulated driver writes its MIG device files).
+    tmpfs: tuple[str, ...] = ()
 
     def labels(self) -> dict[str, str]:
         """Return the podman labels the container carries."""
@@ -134,6 +136,8 @@ def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> lis
         args += ["--label", f"{key}={value}"]
     if pci_dir is not None:
         args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro=true"]
+    for folder in spec.tmpfs:
+        args += ["--mount", f"type=tmpfs,dst={folder}"]
     return [*args, image, "/sbin/init"]
 
 
