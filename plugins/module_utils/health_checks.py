@@ -35,17 +35,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import xid
-
-OK = "ok"
-WARN = "warn"
-FAIL = "fail"
-_RANK = {OK: 0, WARN: 1, FAIL: 2}
-# NVIDIA Health Validation's levels: what a status is when a check does not say more. UNKNOWN (the input could not
-# be read) is always given explicitly, and is a fail: a check that cannot see is never green.
-LEVEL_OF = {OK: "PASS", WARN: "WARNING", FAIL: "CRITICAL"}
-UNKNOWN = "UNKNOWN"
-DEFAULT_ACTION = {"PASS": "none", "INFO": "none", "WARNING": "none", "UNKNOWN": "none", "CRITICAL": "drain"}
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import recovery, xid
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import DEFAULT_ACTION as DEFAULT_ACTION
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL as FAIL
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import LEVEL_OF as LEVEL_OF
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import OK as OK
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import UNKNOWN as UNKNOWN
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import WARN as WARN
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import _not_value, _reading
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import check as check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import identity as identity
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import worst as worst
 
 # nvmlClocksEventReason* bits (nvml.h; pynvml nvmlClocksEventReason*).
 CLOCK_EVENT_BITS = {
@@ -65,27 +65,6 @@ CLOCK_EVENT_WARN = 0x20
 # nvmlBrandType_t values of data-centre GPUs (nvml.h): NVML_BRAND_TESLA (2), NVML_BRAND_NVIDIA (14, A100/H100...).
 DATA_CENTRE_BRANDS = (2, 14)
 ECC_MODES = ("auto", "enabled", "disabled", "any")
-
-
-def worst(statuses: list[str]) -> str:
-    """Return the worst of ``statuses`` (``ok`` for an empty list)."""
-    return max(statuses, key=_RANK.__getitem__, default=OK)
-
-
-def identity(gpu: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Return the ``{index, uuid, pci_bus_id}`` a check names its GPU with (None for host-wide checks)."""
-    if gpu is None:
-        return None
-    return {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")}
-
-
-def check(name: str, gpu: dict[str, Any] | None, status: str, value: Any, threshold: Any, message: str,
-          level: str | None = None, action: str | None = None, evidence: Any = None) -> dict:
-    """Build one check result; ``level`` and ``action`` default from ``status`` (:data:`LEVEL_OF`)."""
-    level = level or LEVEL_OF[status]
-    return {"name": name, "gpu": identity(gpu), "status": status, "level": level,
-            "action": action or DEFAULT_ACTION[level], "value": value, "threshold": threshold,
-            "message": message, "evidence": evidence}
 
 
 def decode_clock_events(mask: int) -> list[str]:
@@ -165,27 +144,6 @@ def check_vbios_consistency(meas: dict[str, Any], th: dict[str, Any]) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------- per-GPU checks
-
-
-def _reading(gpu: dict[str, Any], metric: str) -> tuple[str, Any]:
-    """Return ``(kind, value)`` with kind ``value`` | ``unsupported`` | ``error`` (value = message)."""
-    if metric in gpu.get("errors", {}):
-        return "error", gpu["errors"][metric]
-    if metric in gpu.get("unsupported", []):
-        return "unsupported", None
-    return "value", gpu.get("values", {}).get(metric)
-
-
-def _not_value(name: str, gpu: dict[str, Any], metric: str, threshold: Any) -> dict | None:
-    """Return the check for an unreadable / unsupported metric, or None when there is a value."""
-    kind, value = _reading(gpu, metric)
-    if kind == "error":
-        return check(name, gpu, FAIL, None, threshold, f"could not read {metric}: {value}", level=UNKNOWN)
-    if kind == "unsupported":
-        return check(name, gpu, OK, None, threshold, f"{metric} is not supported on this GPU; not applicable")
-    if value is None:
-        return check(name, gpu, FAIL, None, threshold, f"{metric} was not read; cannot check it", level=UNKNOWN)
-    return None
 
 
 def check_gpu_model(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
@@ -548,6 +506,7 @@ def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, A
         (("clock_events",), lambda: check_clock_events(gpu, th)),
         (("processes",), lambda: check_processes(gpu, th)),
         (("mig_layout",), lambda: check_mig_layout(gpu, mig_expected)),
+        (("recovery_action",), lambda: recovery.check_recovery_action(gpu)),
     ]
     for names, step in steps:
         out += _guarded(names, gpu, step)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_checks import FAIL, OK, check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL, OK, check
 
 
 def evaluate_dcgm_diag(level: int, rc: int, output: str) -> dict:

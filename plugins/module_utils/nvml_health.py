@@ -39,6 +39,7 @@ EVENT_XID = 0x8
 MAX_EVENTS = 4096
 CLOCK_EVENT_IDLE = 0x1
 NO_INSTANCE = 0xFFFFFFFF
+FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # nvml.h NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 _KERNEL_XID = re.compile(
     r"^(?P<time>\d+(?:\.\d+)?)\s.*NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+)"
     r"(?:\.[0-9A-Fa-f])?\): (?P<code>\d+)(?:,\s*(?P<text>.*))?$")
@@ -171,6 +172,14 @@ class GpuReader:
         current, pending = self.call("nvmlDeviceGetEccMode", self.handle)
         return {"current": bool(current), "pending": bool(pending)}
 
+    def recovery_action(self) -> int:
+        """NVML field 230, the recovery action the driver asks for (NOT_SUPPORTED before R570)."""
+        value = self.call("nvmlDeviceGetFieldValues", self.handle, [FI_DEV_GET_GPU_RECOVERY_ACTION])[0]
+        if int(value.nvmlReturn) != 0:
+            raise NvmlError("nvmlDeviceGetFieldValues(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)", int(value.nvmlReturn),
+                            "the field could not be read", self.index)
+        return int(value.value.uiVal)
+
     def read_all(self, want_mig: bool) -> dict[str, Any]:
         """Read every metric; return the GPU's measurement document."""
         try:
@@ -188,6 +197,7 @@ class GpuReader:
                       lambda: int(self.call("nvmlDeviceGetCurrentClocksEventReasons", self.handle)))
             self.read("utilization_gpu", lambda: int(self.call("nvmlDeviceGetUtilizationRates", self.handle).gpu))
             self.read("processes", lambda: self.nvml.processes(self.index))
+            self.read("recovery_action", self.recovery_action)
             if want_mig:
                 self.read("mig", self._mig)
         except GpuLost as exc:

@@ -399,3 +399,20 @@ def test_unreadable_kernel_log_fails_the_xid_window(sim_lib_dir: Path, state: Pa
                                   "unknown (no XID seen through NVML); make journalctl -k readable, or set "
                                   "xid_kernel_log to false to rely on NVML events of the moment only")
     assert result["health"]["failed"] == [f"xid[gpu {i}]" for i in range(8)]
+
+
+# --------------------------------------------------------------------------------------------------- recovery action
+
+
+def test_the_drivers_recovery_action_is_read_through_field_230(sim_lib_dir: Path, state: Path,
+                                                                tmp_path: Path) -> None:
+    """NVML field 230 (nvmlDeviceGetFieldValues): absent from the driver -> not applicable; set -> its action."""
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    assert {(c["status"], c["value"]) for c in checks_of(result, "recovery_action")} == {("ok", None)}
+    with store.transaction(state) as doc:  # the driver now asks GPU 3 for a node reboot (nvml.h value 2)
+        doc["gpus"][3]["recovery_action"] = 2
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["value"], got["level"], got["action"]) == (
+        "recovery_action", gpu_identity(state, 3), "node reboot", "CRITICAL", "reboot")
+    assert result["health"]["gpus"][3]["action"] == "reboot"

@@ -45,6 +45,7 @@ HEALTHY_GPU: dict[str, Any] = {
         "processes": [],
         "xid": [],
         "mig": {"enabled": False, "gpu_instances": []},
+        "recovery_action": 0,  # NVML_GPU_RECOVERY_ACTION_NONE
     },
     "unsupported": ["retired_pages"],
     "errors": {},
@@ -123,6 +124,11 @@ GPU_CASES = [
     ("xid-13-warn", {"xid": [{"code": 13}, {"code": 13}]}, {}, "xid", "warn", [13]),
     ("xid-13-critical-by-param", {"xid": [{"code": 13}]}, {"xid_critical": [13]}, "xid", "fail", [13]),
     ("xid-mixed", {"xid": [{"code": 31}, {"code": 48}, {"code": 94}]}, {}, "xid", "fail", [31, 48, 94]),
+    ("recovery-none", {}, {}, "recovery_action", "ok", "none"),
+    ("recovery-gpu-reset", {"recovery_action": 1}, {}, "recovery_action", "fail", "GPU reset"),
+    ("recovery-node-reboot", {"recovery_action": 2}, {}, "recovery_action", "fail", "node reboot"),
+    ("recovery-not-supported", {"unsupported": ["retired_pages", "recovery_action"]}, {}, "recovery_action", "ok",
+     None),
     ("pcie-x16", {}, {}, "pcie_link_width", "ok", 16),
     ("pcie-x8", {"pcie": {"gen": 5, "max_gen": 5, "width": 8, "max_width": 16}}, {}, "pcie_link_width", "fail", 8),
     ("pcie-x8-warn-param", {"pcie": {"gen": 5, "max_gen": 5, "width": 8, "max_width": 16}},
@@ -178,7 +184,7 @@ def test_healthy_gpu_every_check_ok() -> None:
     assert {c["name"] for c in checks} == {
         "gpu_lost", "gpu_model", "persistence_mode", "ecc_mode", "ecc_uncorrected_volatile", "ecc_corrected_volatile",
         "retired_pages", "remapped_rows", "xid", "pcie_link_width", "pcie_link_gen", "nvlink", "temperature",
-        "clock_events", "processes", "mig_layout"}
+        "clock_events", "processes", "mig_layout", "recovery_action"}
 
 
 def test_lost_gpu_reports_only_gpu_lost() -> None:

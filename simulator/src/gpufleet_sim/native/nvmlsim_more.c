@@ -217,6 +217,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned i
 #define FI_DEV_POWER_REQUESTED_LIMIT 192
 #define FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT 193
 #define FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT 194
+#define FI_DEV_GET_GPU_RECOVERY_ACTION 230 /* nvmlDeviceGpuRecoveryAction_t; the GPU's "recovery_action" (R570+) */
 #define FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT 195
 #define FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT 196
 #define POWER_SCOPE_GPU 0
@@ -230,6 +231,7 @@ static const char *field_path(unsigned int id, unsigned int scope)
     case FI_DEV_POWER_DEFAULT_LIMIT: return scope == POWER_SCOPE_GPU ? "power.default_mw" : NULL;
     case FI_DEV_POWER_CURRENT_LIMIT: return scope == POWER_SCOPE_GPU ? "power.enforced_mw" : NULL;
     case FI_DEV_POWER_REQUESTED_LIMIT: return scope == POWER_SCOPE_GPU ? "power.limit_mw" : NULL;
+    case FI_DEV_GET_GPU_RECOVERY_ACTION: return "recovery_action"; /* absent: a driver without the field */
     case FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT: return "temperature.shutdown";
     case FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT: return "temperature.slowdown";
     case FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT: return "temperature.mem_max";
