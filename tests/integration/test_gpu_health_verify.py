@@ -174,6 +174,7 @@ def test_renderer_shows_the_failing_gpu(fleet: dict[str, Any]) -> None:
     render_verify(result, console)
     text = console.export_text()
     bad = fleet["bad_gpu"]
-    assert f"gpu-b gpu {BAD_GPU} {bad['uuid']} {bad['pci_bus_id']} fail nvlink: NVLink 5 down (17/18 up)" in text
-    assert "gpu-a: health ok" in text
-    assert "gpu-b: health fail" in text
+    assert (f"gpu-b gpu {BAD_GPU} {bad['uuid']} {bad['pci_bus_id']} CRITICAL nvlink [action: drain]: NVLink 5 down "
+            "(17/18 up)") in text
+    assert "gpu-a: health PASS" in text
+    assert "gpu-b: health CRITICAL, action drain" in text
