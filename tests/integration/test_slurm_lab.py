@@ -105,6 +105,14 @@ def test_slurmd_detects_the_gpus_then_exactly_the_mig_devices(cluster: slurm.Clu
     cluster.wait_idle()
     assert _gres("slurm-a") == ["gpu:nvidia_a100-sxm4-40gb:1", "gpu:nvidia_a100_1g.5gb:2", "gpu:nvidia_a100_3g.20gb:1"]
 
+    # a job asking for one 1g.5gb gets exactly one MIG device, by its UUID, one of the 1g.5gb that nvidia-smi lists
+    seen = exec_in("slurm-a", ["srun", "-w", "slurm-a", "--gres=gpu:nvidia_a100_1g.5gb:1", "printenv",
+                               "CUDA_VISIBLE_DEVICES"]).strip()
+    listing = exec_in("slurm-a", ["nvidia-smi", "-L"])
+    small = re.findall(r"MIG 1g\.5gb\s+Device\s+\d+: \(UUID: (MIG-[0-9a-f-]+)\)", listing)
+    assert len(small) == 2
+    assert seen in small
+
 
 def _playbook(work: Path, name: str, text: str, inventory: dict[str, Any],
               extravars: dict[str, Any]) -> subprocess.CompletedProcess[str]:
