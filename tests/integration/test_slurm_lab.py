@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from gpufleet_lab import reposerver, slurm
-from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.podman import containers_conf, podman, project_root
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -127,7 +127,7 @@ def _playbook(work: Path, name: str, text: str, inventory: dict[str, Any],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
 
 
-HOST = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}
+HOST = ANSIBLE_HOST_VARS
 ROLE_PLAY = """\
 - name: slurm_gres
   hosts: all
@@ -176,7 +176,7 @@ LAYOUTS = {"a100": [{"devices": "all", "mig_enabled": True, "gpu_instances": {"3
 
 def _reconfigure(work: Path) -> subprocess.CompletedProcess[str]:
     inventory = work / "hosts.yml"
-    host = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}
+    host = ANSIBLE_HOST_VARS
     inventory.write_text(json.dumps({"all": {"hosts": {
         "slurm-a": {**host, "nvidia_mig_layout": "a100"}, "slurm-b": {**host, "nvidia_mig_layout": "a30"}}}}),
         encoding="utf-8")
