@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet_lab import reposerver
-from gpufleet_lab.hosts import HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import containers_conf, project_root
 from gpufleet_sim.repo import key_fingerprint
@@ -52,7 +52,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
     gnupg = work / "gnupg"
     gnupg.mkdir(mode=0o700)
     fingerprint = key_fingerprint(reposerver.repo_dir() / "gpusim-archive-keyring.gpg", gnupg)
-    common = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3",
+    common = {**ANSIBLE_HOST_VARS,
               "nvidia_driver_repo_url": REPO, "nvidia_driver_repo_suite": "./",
               "nvidia_driver_repo_key_url": REPO + "gpusim-archive-keyring.gpg",
               "nvidia_driver_repo_key_fingerprint": fingerprint}
