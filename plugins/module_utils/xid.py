@@ -68,6 +68,8 @@ def _xid154(text: str | None) -> tuple[str | None, str, str, str]:
 def classify(event: dict[str, Any]) -> dict[str, Any]:
     """Judge one event: ``{code, subcode, level, action, mnemonic, description, immediate, investigatory, why}``."""
     code = int(event["code"])
+    if code < 0:  # NVML's event data and the kernel's "Xid (...): N" are unsigned: this reading is malformed
+        raise ValueError(f"XID code {code} is negative")
     text = event.get("text")
     entry = cat.CATALOGUE.get(code)
     if entry is None:

@@ -89,3 +89,12 @@ def test_any_reports_verdict_validates(meas: dict[str, Any], overrides: dict[str
     VERDICT_VALIDATOR.validate(report)
     for check in report["checks"]:
         CHECK_VALIDATOR.validate(dict(check, gpu=None))
+
+
+def test_a_negative_xid_code_is_a_malformed_reading_not_an_unknown_xid() -> None:
+    """NVML's event data and the kernel's "Xid (...): N" are unsigned; -1 means the reading is broken (UNKNOWN)."""
+    report = _report(_host(gpu_with(xid=[{"code": -1}])))
+    jsonschema.validate(report, SCHEMA)
+    xid = next(c for c in report["checks"] if c["name"] == "xid")
+    assert (xid["status"], xid["level"]) == ("fail", "UNKNOWN")
+    assert "malformed reading" in xid["message"]
