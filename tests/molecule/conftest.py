@@ -1,34 +1,214 @@
-"""Fixtures for the Molecule scenarios: the repository server, started once for the scenarios' module."""
+"""The Molecule scenarios, run side by side with the rest of the suite.
+
+Every selected scenario test (``tests/molecule/test_scenarios.py::test_scenario``) is moved to the end of the
+session (before ``test_no_leftovers.py``), and the scenarios themselves start as soon as collection ends, in
+background threads, while the other tests run in the main thread:
+
+- one scenario at a time while the other tests run (the second core is theirs), then, once the main thread
+  reaches the scenario tests, ``GPUFLEET_MOLECULE_PARALLEL`` at a time (default: the number of CPUs);
+- the longest first; each with its own block of loopback numbers (``GPUFLEET_MOLECULE_FIRST_LOOPBACK``), so
+  services with fixed ports never meet, and Molecule's hosts never share a name or an address with the
+  integration tests' (127.0.200+ and the fleets' 127.0.1+);
+- the repository server on 127.0.0.1:8765 starts first (``reposerver.start`` lets the integration tests share
+  it: they leave a server they did not start alone) and stops when the last scenario has ended, before
+  ``test_no_leftovers.py`` looks.
+
+Each scenario test waits for its own scenario and fails with the tail of its output. ``GPUFLEET_MOLECULE_EARLY=0``
+starts them only when the first scenario test runs; ``GPUFLEET_MOLECULE_PARALLEL=1`` runs them one at a time.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.image import ensure_image
-from gpufleet_lab.podman import containers_conf
+from gpufleet_lab.podman import build_dir, containers_conf, project_root
+
+ROOT = project_root()
+BASE_CONFIG = ROOT / "molecule" / "_shared" / "base.yml"
+SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
+#: Started first because they take longest (measured; docs/testing.md): the others fill the gaps.
+LONGEST_FIRST = ("site", "nvidia_driver", "nvidia_container_toolkit", "nvidia_mig")
+#: Molecule's hosts take loopback numbers from 101 up (create.yml); a scenario gets a block of this many, and the
+#: blocks end below the numbers the baseline images are built on (molecule/_shared/lab_hosts.py: 230).
+LOOPBACK_BLOCK = 10
+FIRST_LOOPBACK = 101
+TIMEOUT_S = 2400
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: str
+    returncode: int
+    output: str
+    seconds: float
+
+
+def first_loopback(scenario: str) -> int:
+    """The first loopback number of ``scenario``'s hosts: its own block, so side-by-side scenarios never share one."""
+    return FIRST_LOOPBACK + LOOPBACK_BLOCK * SCENARIOS.index(scenario)
+
+
+def parallelism() -> int:
+    raw = os.environ.get("GPUFLEET_MOLECULE_PARALLEL", "")
+    if not raw:
+        return max(1, os.cpu_count() or 1)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"GPUFLEET_MOLECULE_PARALLEL must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
+def _molecule() -> str:
+    found = shutil.which("molecule") or str(Path(sys.executable).with_name("molecule"))
+    if not Path(found).exists():
+        raise FileNotFoundError("molecule is not installed in this environment; run scripts/bootstrap.sh")
+    return found
+
+
+def _run(molecule: str, scenario: str) -> Outcome:
+    env = dict(os.environ)
+    env.setdefault("ANSIBLE_PIPELINING", "True")
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["PY_COLORS"] = "0"
+    env["GPUFLEET_MOLECULE_FIRST_LOOPBACK"] = str(first_loopback(scenario))
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([molecule, "-c", str(BASE_CONFIG), "test", "-s", scenario], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return Outcome(scenario, -1, out + f"\n(timed out after {TIMEOUT_S} s)", time.monotonic() - start)
+    return Outcome(scenario, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+
+
+class ScenarioRuns:
+    """The selected scenarios, run by ``parallelism()`` worker threads that share a widening number of slots."""
+
+    def __init__(self, scenarios: list[str]) -> None:
+        self.order = sorted(dict.fromkeys(scenarios), key=lambda s: (
+            LONGEST_FIRST.index(s) if s in LONGEST_FIRST else len(LONGEST_FIRST), s))
+        self.futures: dict[str, Future[Outcome]] = {s: Future() for s in self.order}
+        self.error: str | None = None
+        self.server_pid: int | None = None
+        self._queue = list(self.order)
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(1)
+        self._wide = False
+        self._cancelled = False
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        try:
+            reposerver.check_repo(reposerver.repo_dir())
+            os.environ["CONTAINERS_CONF"] = str(containers_conf())
+            ensure_image()
+            molecule = _molecule()
+            workers = parallelism()
+            self.server_pid = reposerver.start()
+        except (reposerver.RepoServerError, OSError, ValueError, subprocess.SubprocessError) as exc:
+            self.error = f"the Molecule scenarios could not start: {exc}"
+            return
+        for i in range(workers):
+            thread = threading.Thread(target=self._work, args=(molecule,), name=f"molecule-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def widen(self) -> None:
+        """Let every worker run (the main thread has reached the scenario tests and only waits now)."""
+        with self._lock:
+            if not self._wide:
+                self._wide = True
+                for _ in self._threads[1:]:
+                    self._slots.release()
+
+    def _work(self, molecule: str) -> None:
+        while True:
+            with self._lock:
+                if self._cancelled or not self._queue:
+                    return
+                scenario = self._queue.pop(0)
+            with self._slots:
+                future = self.futures[scenario]
+                try:
+                    future.set_result(_run(molecule, scenario))
+                except Exception as exc:  # a test must see it, not a dead thread
+                    future.set_exception(exc)
+
+    def finish(self) -> None:
+        """Cancel what has not started, wait for what runs, record the times and stop the repository server."""
+        with self._lock:
+            self._cancelled = True
+            for scenario in self._queue:
+                self.futures[scenario].cancel()
+            self._queue.clear()
+        self.widen()
+        for thread in self._threads:
+            thread.join()
+        done = [(s, f.result()) for s, f in self.futures.items() if f.done() and not f.cancelled()
+                and f.exception() is None]
+        (build_dir() / "molecule-times.txt").write_text(
+            "".join(f"{o.seconds:7.1f} s  {s}\n" for s, o in done), encoding="utf-8")
+        reposerver.stop(self.server_pid)
+        self.server_pid = None
+
+
+_RUNS: ScenarioRuns | None = None
+
+
+def _is_scenario(item: pytest.Item) -> bool:
+    return getattr(item, "originalname", "") == "test_scenario" and hasattr(item, "callspec") \
+        and item.path.parent == ROOT / "tests" / "molecule"
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the scenario tests last (before test_no_leftovers.py): they only wait, the scenarios run meanwhile."""
+    scenarios = [item for item in items if _is_scenario(item)]
+    if not scenarios:
+        return
+    rest = [item for item in items if not _is_scenario(item)]
+    tail = [item for item in rest if item.path.name == "test_no_leftovers.py"]
+    items[:] = [item for item in rest if item.path.name != "test_no_leftovers.py"] + scenarios + tail
+
+
+def _runs(session: pytest.Session) -> ScenarioRuns:
+    global _RUNS
+    if _RUNS is None:
+        _RUNS = ScenarioRuns([item.callspec.params["scenario"] for item in session.items if _is_scenario(item)])
+        _RUNS.start()
+    return _RUNS
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly or os.environ.get("GPUFLEET_MOLECULE_EARLY", "1") == "0":
+        return
+    if any(_is_scenario(item) for item in session.items):
+        _runs(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A session that ends early (-x, an interrupt) still stops the scenarios' threads and the server."""
+    if _RUNS is not None:
+        _RUNS.finish()
 
 
 @pytest.fixture(scope="module")
-def lab_repo_server() -> Iterator[int | None]:
-    """Serve the simulated repository on 127.0.0.1:8765 while the scenarios run; stop it by PID afterwards.
-
-    Module scope, not session: the server must be gone before ``tests/integration/test_no_leftovers.py`` (the last
-    tests of the session) checks that nothing of ours still runs.
-
-    Also makes sure the host image exists and that podman runs with the project's containers.conf.
-    """
-    try:
-        reposerver.check_repo(reposerver.repo_dir())
-    except reposerver.RepoServerError as exc:
-        pytest.fail(str(exc))
-    os.environ["CONTAINERS_CONF"] = str(containers_conf())
-    ensure_image()
-    pid = reposerver.start()
-    try:
-        yield pid
-    finally:
-        reposerver.stop(pid)
+def scenario_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Outcome]]]:
+    """The selected scenarios' outcomes by name; all of them have ended when the scenario tests are over."""
+    runs = _runs(request.session)
+    if runs.error:
+        pytest.fail(runs.error)
+    runs.widen()
+    yield runs.futures
+    runs.finish()
