@@ -10,12 +10,11 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _lab_play import failed_messages, run_playbook
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -60,22 +59,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
 
 def run(lab: dict[str, Path], *extra: str, check: bool = False) -> tuple[int, list[str], int]:
     """Run the role; return the exit status, the failed tasks' messages and the number of changed tasks."""
-    env = dict(os.environ)
-    env.update({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1"})
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(lab["inventory"]), str(lab["playbook"])]
-    for item in extra:
-        argv += ["-e", item]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
-    failures = [result.get("msg", "") for play in doc["plays"] for task in play["tasks"]
-                for result in task["hosts"].values() if result.get("failed")]
-    return proc.returncode, failures, doc["stats"][HOST]["changed"]
+    rc, doc = run_playbook(lab["inventory"], lab["playbook"], extra, check=check)
+    return rc, failed_messages(doc), doc["stats"][HOST]["changed"]
 
 
 def installed() -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _lab_play import results as all_results
+from _lab_play import run_playbook
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -73,23 +73,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
 def run_role(lab: dict[str, object], host: str, *extra: str, check: bool = False) -> tuple[int, dict[str, list[str]]]:
     """Run the role on one host; return the exit status, the failed tasks' messages, the debug messages and the
     number of changed tasks."""
-    env = dict(os.environ)
-    env.update({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1",
-                "XDG_CACHE_HOME": str(Path(str(lab["work"])) / "cache")})
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(lab["inventory"]), "--limit", host,
-            str(lab["playbook"])]
-    for item in extra:
-        argv += ["-e", item]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
-    results = [result for play in doc["plays"] for task in play["tasks"] for result in task["hosts"].values()]
-    return proc.returncode, {
+    rc, doc = run_playbook(Path(str(lab["inventory"])), Path(str(lab["playbook"])), extra,
+                           work=Path(str(lab["work"])), check=check, limit=host)
+    results = all_results(doc)
+    return rc, {
         "failed": [r.get("msg", "") for r in results if r.get("failed")],
         "said": [str(r["msg"]) for r in results if "msg" in r and not r.get("failed") and not r.get("skipped")
                  and isinstance(r.get("msg"), str) and r["msg"].startswith(("WARNING", "nvidia_driver:"))],

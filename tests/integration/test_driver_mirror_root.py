@@ -17,12 +17,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _lab_play import failed_messages, run_playbook
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -82,22 +81,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
 
 def run_role(lab: dict[str, object], *extra: str) -> tuple[int, list[str], dict[str, int]]:
     """Run the role on the host; return the exit status, the failed tasks' messages and the host's stats."""
-    env = dict(os.environ)
-    env.update({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1",
-                "XDG_CACHE_HOME": str(Path(str(lab["work"])) / "cache")})
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(lab["inventory"]),
-            str(lab["playbook"])]
-    for item in extra:
-        argv += ["-e", item]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
-    failures = [result.get("msg", "") for play in doc["plays"] for task in play["tasks"]
-                for result in task["hosts"].values() if result.get("failed")]
-    return proc.returncode, failures, doc["stats"].get(HOST, {})
+    rc, doc = run_playbook(Path(str(lab["inventory"])), Path(str(lab["playbook"])), extra,
+                           work=Path(str(lab["work"])))
+    return rc, failed_messages(doc), doc["stats"].get(HOST, {})
 
 
 def snapshot() -> dict[str, str]:

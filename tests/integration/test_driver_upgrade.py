@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _lab_play import failed_messages, run_playbook
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -63,21 +62,8 @@ UNDRAIN = """\
 
 def run(lab: dict[str, Path], playbook: Path, *extra: str) -> tuple[int, list[str]]:
     """Run a playbook on both hosts; return the exit status and the messages of the failed tasks."""
-    env = dict(os.environ)
-    env.update({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1",
-                "XDG_CACHE_HOME": str(lab["work"] / "cache")})
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(lab["inventory"]), str(playbook)]
-    for item in extra:
-        argv += ["-e", item]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
-    failures = [result.get("msg", "") for play in doc["plays"] for task in play["tasks"]
-                for result in task["hosts"].values() if result.get("failed")]
-    return proc.returncode, failures
+    rc, doc = run_playbook(lab["inventory"], playbook, extra, work=lab["work"], timeout=900)
+    return rc, failed_messages(doc)
 
 
 def driver(host: str) -> str:

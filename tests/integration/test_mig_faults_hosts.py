@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _lab_play import ansible_env, parse
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -127,18 +128,11 @@ def _argv(lab: dict[str, Path], layout: str) -> list[str]:
 
 
 def _env(lab: dict[str, Path]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections"), "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_PIPELINING": "True", "XDG_CACHE_HOME": str(lab["work"] / "cache")})
-    return env
+    return dict(ansible_env(lab["work"]), ANSIBLE_PIPELINING="True")
 
 
 def _parse(rc: int, out: str, err: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(out)
-    except json.JSONDecodeError:
-        pytest.fail(f"ansible-playbook printed no JSON (rc {rc}):\n{out[-3000:]}{err[-3000:]}")
+    doc = parse(rc, out, err)
     tasks = [task for play in doc["plays"] for task in play["tasks"]]
     failures = [result.get("msg", "") for task in tasks for result in task["hosts"].values()
                 if result.get("failed") or result.get("unreachable")]
