@@ -11,7 +11,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 step() { printf '[bootstrap %5ss] %s\n' "$SECONDS" "$*"; }
 
-APT_PACKAGES=(podman runc debootstrap zstd dpkg-dev apt-utils libcjson-dev gnupg fakeroot gcc make curl python3-venv)
+APT_PACKAGES=(podman runc debootstrap zstd dpkg-dev apt-utils libcjson-dev gnupg fakeroot gcc make curl python3-venv
+  chromium)  # chromium: tests/integration open the HTML fleet report headless (issue 18)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
