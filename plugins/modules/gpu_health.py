@@ -258,7 +258,9 @@ health:
     gpus:
       description:
         - Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(status), C(level) and C(action) (worst of its
-          checks), C(mig) (mode and GPU instances as NVML reports them, or null).
+          checks), C(mig) (mode, C(slots) - the memory slices placements range over - and the GPU instances with
+          their placement C(start) and C(size) and their compute instances' MIG UUIDs, as NVML reports them; or
+          null).
       type: list
       elements: dict
     driver_version: {description: Loaded driver version., type: str, sample: 570.172.08}
@@ -422,6 +424,20 @@ def container_smoke(module: AnsibleModule, runtime: str, image: str, gpu_count: 
     return hcmd.evaluate_container_smoke(rc, out, err, gpu_count)
 
 
+def add_mig_slots(nvml: Any, meas: dict[str, Any]) -> None:
+    """Give each MIG-capable GPU's ``mig`` its ``slots``: the memory slices its placements range over (A100/H100 8,
+    A30 4), so a report can draw the GPU and its instances where they are. Null when the profiles cannot be read."""
+    for gpu in meas.get("gpus", []):
+        mig = gpu.get("values", {}).get("mig")
+        if not isinstance(mig, dict) or not mig.get("supported"):
+            continue
+        try:
+            ends = [start + size for prof in nvml.gi_profiles(gpu["index"]) for start, size in prof["placements"]]
+        except NvmlError:
+            ends = []
+        mig["slots"] = max(ends) if ends else None
+
+
 def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> dict[str, Any]:
     """Evaluate the measurements; return the report (status, counts, checks, per-GPU status)."""
     checks = [c for c in hc.evaluate_host(meas, th) + meas.get("extra_checks", []) if c["name"] not in skip]
@@ -448,6 +464,7 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
     try:
         with nvml_session() as nvml:
             meas = read_host(nvml, want_mig=True, xid_wait_ms=params["xid_wait_ms"])
+            add_mig_slots(nvml, meas)
     except NvmlError as exc:
         meas = {"init_error": str(exc), "gpus": [], "xid_sources": []}
         return meas
