@@ -28,6 +28,7 @@ FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
     "process": [(["pid"], {"type": int}), (["--gi"], {"type": int, "dest": "gi_id"}),
                 (["--ci"], {"type": int, "dest": "ci_id"}), (["--name"], {"default": "python3"}),
                 (["--used-mib"], {"type": int, "default": 512, "dest": "used_memory_mib"})],
+    "fabric-stuck": [],
 }
 
 

@@ -45,6 +45,7 @@ FAULTS = (
     "fallen-off-bus",
     "nvml-error",
     "process",
+    "fabric-stuck",
 )
 
 
@@ -320,6 +321,11 @@ def inject_in(doc: State, gpu: Gpu | None, fault: str, args: dict[str, Any]) -> 
         gpu["lost"] = True
         rec["events"].append(append_event_in(doc, gpu, XID_FALLEN_OFF_BUS))
         return f"GPU {index} has fallen off the bus"
+    if fault == "fabric-stuck":
+        # the GPU's fabric registration stays "In Progress" (nvmlsim_fabric.c) until the fault is cleared
+        _record(gpu, fault, ("fabric_stuck",))
+        gpu["fabric_stuck"] = True
+        return f"GPU {index}'s fabric stuck in progress"
     if fault == "process":
         pid = int(args["pid"])
         add_process_in(gpu, pid, str(args.get("name") or "python3"), int(args.get("used_memory_mib") or 512),

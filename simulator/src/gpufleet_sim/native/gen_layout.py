@@ -36,6 +36,15 @@ STRUCTS: dict[str, str] = {
     "nvmlDeviceAttributes_t": "c_nvmlDeviceAttributes",
 }
 
+# The GPU fabric structs, defined in nvmlsim_fabric.c only: asserted where NVMLSIM_FABRIC_TYPES is defined.
+FABRIC_STRUCTS: dict[str, str] = {
+    "nvmlGpuFabricInfo_t": "c_nvmlGpuFabricInfo_t",
+    "nvmlGpuFabricInfo_v2_t": "c_nvmlGpuFabricInfo_v2_t",
+    "nvmlGpuFabricInfo_v3_t": "c_nvmlGpuFabricInfo_v3_t",
+}
+FABRIC_VERSIONS: dict[str, str] = {"nvmlGpuFabricInfo_v2": "nvmlGpuFabricInfo_v2",
+                                   "nvmlGpuFabricInfo_v3": "nvmlGpuFabricInfo_v3"}
+
 # version words pynvml passes (C macro in nvmlsim.h -> pynvml constant)
 VERSIONS: dict[str, str] = {
     "nvmlMemory_v2": "nvmlMemory_v2",
@@ -74,7 +83,13 @@ def render() -> str:
     for c_macro, py_name in VERSIONS.items():
         value = getattr(pynvml, py_name)
         out.append(f'_Static_assert({c_macro} == 0x{value:08X}U, "{c_macro} version word vs pynvml");')
-    out.extend(["", "#endif", ""])
+    out.extend(["", "#ifdef NVMLSIM_FABRIC_TYPES"])
+    for c_name, py_name in FABRIC_STRUCTS.items():
+        out.extend(struct_asserts(c_name, getattr(pynvml, py_name)))
+    for c_macro, py_name in FABRIC_VERSIONS.items():
+        value = getattr(pynvml, py_name)
+        out.append(f'_Static_assert({c_macro} == 0x{value:08X}U, "{c_macro} version word vs pynvml");')
+    out.extend(["#endif", "", "#endif", ""])
     return "\n".join(out)
 
 

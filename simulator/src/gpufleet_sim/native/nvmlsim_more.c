@@ -2,7 +2,7 @@
  * nvmlsim_more.c - the entry points NVIDIA's own nvidia-smi (535) reads beyond the core set, answered from the
  * state: the export-table handshake, field values (power limits, temperature thresholds), display, accounting and
  * virtualization modes, graphics/MPS process lists, MIG device attributes, BAR1, current clocks, power
- * management mode, GPU fabric state and the system counts with a fixed answer.
+ * management mode and the system counts with a fixed answer. (The GPU fabric is in nvmlsim_fabric.c.)
  */
 #include <stdio.h>
 #include <string.h>
@@ -492,56 +492,6 @@ SIM_API nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlE
     if (!sim_jpath(r.g, "power"))
         return NVML_ERROR_NOT_SUPPORTED;
     *mode = 1;
-    return NVML_SUCCESS;
-}
-
-/* ---------------------------------------------------------------------------------------------- fabric */
-
-/* nvml.h: the state is an unsigned char (pynvml declares a c_uint at the same offset; the struct is zeroed, so
- * both read the same value) */
-typedef struct nvmlGpuFabricInfo_st {
-    unsigned char clusterUuid[16];
-    nvmlReturn_t status;
-    unsigned int cliqueId;
-    unsigned char state;
-} nvmlGpuFabricInfo_t;
-_Static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "nvmlGpuFabricInfo_t size vs nvml.h");
-_Static_assert(offsetof(nvmlGpuFabricInfo_t, state) == 24, "nvmlGpuFabricInfo_t.state offset vs nvml.h");
-#define FABRIC_NOT_STARTED 1
-#define FABRIC_COMPLETED 3
-#define ARCH_HOPPER 9
-
-/* a live nv-fabricmanager among the state's driver clients */
-static int fabric_manager_running(void)
-{
-    const cJSON *c;
-    cJSON_ArrayForEach(c, sim_jpath(g_sim_root, "clients"))
-    {
-        const char *name = sim_jstr(c, "name");
-        long long pid = sim_jint(c, "pid", 0);
-        if (name && strcmp(name, "nv-fabricmanager") == 0 && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-            return 1;
-    }
-    return 0;
-}
-
-/* Hopper and newer GPUs behind NVSwitches register with the fabric manager: "Completed" while it runs, "Not
- * Started" before. Earlier GPUs and hosts without NVSwitch have no GPU fabric: NOT_SUPPORTED. */
-SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *gpuFabricInfo)
-{
-    DEV_PROLOGUE(__func__, device, 0);
-    if (!gpuFabricInfo)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (sim_jint(r.g, "architecture", 0) < ARCH_HOPPER || sim_jint(g_sim_root, "nvswitch.count", 0) <= 0)
-        return NVML_ERROR_NOT_SUPPORTED;
-    memset(gpuFabricInfo, 0, sizeof(*gpuFabricInfo));
-    if (fabric_manager_running()) {
-        gpuFabricInfo->state = FABRIC_COMPLETED;
-        gpuFabricInfo->status = NVML_SUCCESS;
-    } else {
-        gpuFabricInfo->state = FABRIC_NOT_STARTED;
-        gpuFabricInfo->status = NVML_ERROR_NOT_READY;
-    }
     return NVML_SUCCESS;
 }
 
