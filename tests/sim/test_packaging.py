@@ -41,6 +41,7 @@ def contents(deb: Path) -> list[str]:
 #: container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter
 DRIVER_PACKAGES = ("cuda-drivers-{b}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
                    "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps", "nvidia-fabricmanager-{b}",
+                   "nvidia-imex-{b}",
                    "libnvidia-nscq-{b}")
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                     "libnvidia-container1")

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import build as native_build
 
 NVML_PY_VERSION = "13.615.71"
-DRIVER_BRANCHES = {"550": "550.163.01", "570": "570.172.08"}
+DRIVER_BRANCHES = {"550": "550.163.01", "570": "570.172.08", "580": "580.105.08"}
 TOOLKIT_VERSIONS = ("1.17.8", "1.18.0")
 DCGM_VERSION = "1:4.4.1-1"
 EXPORTER_VERSION = "4.4.1-4.5.2-1"
@@ -31,6 +31,7 @@ TOOLKIT_PY = "/usr/lib/nvidia-container-toolkit-sim/python"
 DCGM_PY = "/usr/lib/datacenter-gpu-manager-4-sim/python"
 EXPORTER_PY = "/usr/lib/dcgm-exporter-sim/python"
 SYSTEMD_DIR = "/lib/systemd/system"
+NVLSM_BIN = "/opt/nvidia/nvlsm/sbin/nvlsm"
 CORE_MODULES = ("__init__.py", "store.py", "hardware.py")
 SMI_MODULES = ("nvidia_smi.py", "smi_common.py", "smi_query.py", "smi_report.py", "smi_mig.py")
 
@@ -206,6 +207,15 @@ def driver_packages(branch: str, driver: str, library: Path, pynvml: Path) -> li
                        **python_files(py, ("nv_fabricmanager.py",), core=False),
                        **_unit("nvidia-fabricmanager.service")},
                 modes={"/usr/bin/nv-fabricmanager": 0o755}, scripts={**preinst, **common}),
+        # NVLink 5 (HGX B200/B300): the NVLink Subnet Manager, locked to the driver like the fabric manager
+        Package("nvlsm", v, "NVIDIA NVLink Subnet Manager, simulated",
+                depends=[f"libnvidia-ml1 {eq}", "python3"],
+                files={NVLSM_BIN: wrapper("nvlsm", "NVIDIA NVLink Subnet Manager", "nvlsm", py, "nvlsm", driver),
+                       "/usr/share/nvidia/nvlsm/nvlsm.conf": _nvlsm_config(),
+                       **python_files(py, ("nvlsm.py",), core=False),
+                       **_unit("nvlsm.service")},
+                conffiles=["/usr/share/nvidia/nvlsm/nvlsm.conf"],
+                modes={NVLSM_BIN: 0o755}, scripts={**preinst, **common}),
         Package(f"libnvidia-nscq-{branch}", v, f"NVSwitch Configuration and Query library, branch {branch} "
                 "(placeholder)", files={f"{TRIPLET_LIBDIR}/libnvidia-nscq.so.{driver}": b"placeholder\n"},
                 scripts=dict(preinst), section="libs"),
@@ -213,10 +223,42 @@ def driver_packages(branch: str, driver: str, library: Path, pynvml: Path) -> li
     return packages
 
 
+#: The simulator's stand-in for the kernel's /proc/devices lines that the NVIDIA driver registers (no kernel module
+#: here): the IMEX channel devices' major, read by whatever creates /dev/nvidia-caps-imex-channels/channel<N>.
+SIM_PROC_DEVICES = "/usr/share/nvidia-sim/proc-devices"
+
+
+def imex_package(branch: str, driver: str) -> Package:
+    """``nvidia-imex-<branch>``: the IMEX daemon and ``nvidia-imex-ctl`` at the driver's version (GB200/GB300)."""
+    from .tools import nvidia_imex
+
+    v = f"{driver}-1"
+    py = DRIVER_PY
+    return Package(f"nvidia-imex-{branch}", v, f"NVIDIA IMEX daemon and control utility, branch {branch}, simulated",
+                   depends=[f"libnvidia-ml1 (= {v})", "python3"],
+                   files={"/usr/bin/nvidia-imex": wrapper("nvidia-imex", "NVIDIA IMEX", f"nvidia-imex-{branch}", py,
+                                                          "nvidia_imex", driver),
+                          "/usr/bin/nvidia-imex-ctl": wrapper("nvidia-imex-ctl", "NVIDIA IMEX",
+                                                              f"nvidia-imex-{branch}", py, "nvidia_imex_ctl", driver),
+                          "/etc/nvidia-imex/config.cfg": nvidia_imex.CONFIG_TEMPLATE.encode(),
+                          SIM_PROC_DEVICES: b"Character devices:\n195 nvidia\n237 nvidia-caps\n"
+                                            b"238 nvidia-caps-imex-channels\n",
+                          **python_files(py, ("nvidia_imex.py", "nvidia_imex_ctl.py"), core=False),
+                          **_unit("nvidia-imex.service")},
+                   modes={"/usr/bin/nvidia-imex": 0o755, "/usr/bin/nvidia-imex-ctl": 0o755},
+                   conffiles=["/etc/nvidia-imex/config.cfg"], scripts={"preinst": PREINST_REFUSE_REAL})
+
+
 def _fm_config() -> bytes:
     from .tools import nv_fabricmanager
 
     return nv_fabricmanager.CONFIG_TEMPLATE.encode()
+
+
+def _nvlsm_config() -> bytes:
+    from .tools import nvlsm
+
+    return nvlsm.CONFIG_TEMPLATE.encode()
 
 
 def toolkit_packages(version: str) -> list[Package]:
@@ -401,6 +443,7 @@ def all_packages(sim_dir: Path, wheel: Path) -> list[Package]:
     for branch, driver in DRIVER_BRANCHES.items():
         library = native_build.build_library(sim_dir / "lib" / driver, driver)
         packages += driver_packages(branch, driver, library, pynvml)
+        packages.append(imex_package(branch, driver))
     for version in TOOLKIT_VERSIONS:
         packages += toolkit_packages(version)
     packages += dcgm_packages()
@@ -423,7 +466,9 @@ def build_all(out: Path, pool: Path | None = None) -> list[Path]:
 
 LOCAL_TOOLS = {"nvidia-smi": "nvidia_smi", "nvidia-persistenced": "nvidia_persistenced",
                "nv-fabricmanager": "nv_fabricmanager", "nvidia-ctk": "nvidia_ctk", "nv-hostengine": "nv_hostengine",
-               "dcgmi": "dcgmi", "dcgm-exporter": "dcgm_exporter", "nvidia-cuda-mps-control": "nvidia_cuda_mps_control"}
+               "dcgmi": "dcgmi", "dcgm-exporter": "dcgm_exporter", "nvidia-cuda-mps-control": "nvidia_cuda_mps_control",
+               "nvidia-imex": "nvidia_imex", "nvidia-imex-ctl": "nvidia_imex_ctl",
+               "nvlsm": "nvlsm"}
 
 
 def install_local_tools(sim_dir: Path, version: str = DRIVER_BRANCHES["570"]) -> Path:
