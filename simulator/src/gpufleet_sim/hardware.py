@@ -124,6 +124,23 @@ def live_clients(doc: State, alive: Callable[[int], bool] = pid_alive) -> list[d
     return [c for c in doc.get("clients", []) if alive(int(c.get("pid", 0)))]
 
 
+#: The NVLink generation whose NVSwitches (fourth generation, HGX B200/B300) are managed through the NVLink Subnet
+#: Manager: the fabric manager and the GPUs' fabric registration wait for a live ``nvlsm`` there.
+SUBNET_MANAGED_NVLINK = 5
+
+
+def subnet_managed_switches(doc: State) -> int:
+    """The number of NVSwitches the NVLink Subnet Manager manages (0 unless the state's GPUs are NVLink 5)."""
+    count = int((doc.get("nvswitch") or {}).get("count", 0))
+    gens = [int((g.get("nvlink") or {}).get("version", 0)) for g in doc.get("gpus", [])]
+    return count if count and gens and max(gens) >= SUBNET_MANAGED_NVLINK else 0
+
+
+def client_running(doc: State, name: str) -> bool:
+    """Whether a live driver client of this name (``nv-fabricmanager``, ``nvlsm``) is registered."""
+    return any(c.get("name") == name for c in live_clients(doc))
+
+
 # --------------------------------------------------------------------------------------------------- clients
 
 

@@ -2,6 +2,11 @@
 
 The fabric manager's version is the one its package was built for (the installed wrapper passes it). It must equal
 the version of the loaded driver library (``nvmlSystemGetDriverVersion``) exactly, as NVIDIA's does.
+
+It knows the NVSwitch generation: on NVLink 5 systems (HGX B200/B300, fourth-generation NVSwitch) the switches are
+reached through the NVLink Subnet Manager (``nvlsm``). Started without a live ``nvlsm`` it keeps running, says that
+it waits for the subnet manager, and configures the switches (its "Successfully configured" line) only once one runs;
+until then the simulated NVML reports every GPU's fabric "In Progress" (``nvmlsim_fabric.c``).
 """
 
 from __future__ import annotations
@@ -65,6 +70,22 @@ def _fail(log: Path, message: str, notify: object) -> int:
     return 1
 
 
+_waiting_logged: set[Path] = set()
+
+
+def _subnet_manager_up(log: Path) -> bool:
+    """Whether a live nvlsm runs now; the first time it does not, say so in the log."""
+    try:
+        up = hardware.client_running(store.load(), "nvlsm")
+    except store.StateError:
+        up = False
+    if not up and log not in _waiting_logged:
+        _waiting_logged.add(log)
+        _common.log_line(log, "waiting for the NVLink Subnet Manager (nvlsm): no subnet manager is running; the GPUs' "
+                              "fabric registration stays in progress until it runs")
+    return up
+
+
 def run(argv: list[str], version: str) -> int:
     """Start the fabric manager; return its exit status."""
     parser = argparse.ArgumentParser(prog=NAME, description="NVIDIA Fabric Manager (simulated)")
@@ -100,14 +121,21 @@ def run(argv: list[str], version: str) -> int:
     _common.write_pid_file(pid_file)
     stop = _common.StopFlag()
     hardware.register_client(os.getpid(), NAME)
-    _common.log_line(log, f"Successfully configured all the available NVSwitches ({switches['count']}) to route GPU "
-                          "NVLink traffic. NVLink Peer-to-Peer support will be enabled once the GPUs are "
-                          "successfully registered with the NVLink fabric.")
+    subnet_managed = hardware.subnet_managed_switches(store.load()) > 0
+    configured = False
+    if subnet_managed:
+        _common.log_line(log, "Detected NVLink 5 system: the NVSwitches are managed through the NVLink Subnet Manager")
     if notify:
         notify(True)
     try:
-        while not stop.wait(1.0):
-            pass
+        while True:
+            if not configured and (not subnet_managed or _subnet_manager_up(log)):
+                configured = True
+                _common.log_line(log, f"Successfully configured all the available NVSwitches ({switches['count']}) "
+                                      "to route GPU NVLink traffic. NVLink Peer-to-Peer support will be enabled once "
+                                      "the GPUs are successfully registered with the NVLink fabric.")
+            if stop.wait(1.0):
+                break
     finally:
         hardware.unregister_client(os.getpid())
         pid_file.unlink(missing_ok=True)
