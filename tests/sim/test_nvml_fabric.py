@@ -70,8 +70,10 @@ def test_fabric_state_follows_the_fabric_software(nvml_sim: Callable[..., Any], 
         assert gpu["v2"][:3] == gpu["v1"][:3]
         assert gpu["v3"][:2] == [0, state]
         if state == COMPLETED:
-            assert gpu["v1"][3] != 0 and gpu["v1"][4] != "00" * 16
-            assert gpu["v2"][5] == HEALTHY_MASK and gpu["v3"][2:] == [HEALTHY_MASK, 1]
+            assert gpu["v1"][3] != 0
+            assert gpu["v1"][4] != "00" * 16
+            assert gpu["v2"][5] == HEALTHY_MASK
+            assert gpu["v3"][2:] == [HEALTHY_MASK, 1]
         else:
             assert gpu["v1"][3:] == [0, "00" * 16]
     # one fabric per host: every GPU shows the same clique and cluster; the identity does not change between reads

@@ -37,18 +37,19 @@ def contents(deb: Path) -> list[str]:
     return [line.split()[5] for line in out.splitlines()]
 
 
-#: the package table of docs/simulator.md, typed as data: two driver branches (550.163.01, 570.172.08), two
-#: container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter
+#: the package table of docs/simulator.md, typed as data: three driver branches (550.163.01, 570.172.08,
+#: 580.105.08), two container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter
 DRIVER_PACKAGES = ("cuda-drivers-{b}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
                    "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps", "nvidia-fabricmanager-{b}",
-                   "nvidia-imex-{b}",
+                   "nvidia-imex-{b}", "nvlsm",
                    "libnvidia-nscq-{b}")
+BRANCHES = (("550", "550.163.01"), ("570", "570.172.08"), ("580", "580.105.08"))
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                     "libnvidia-container1")
 EXPECTED_DEBS = sorted(
     [f"{name.format(b=branch)}_{version}-1_amd64.deb"
-     for branch, version in (("550", "550.163.01"), ("570", "570.172.08")) for name in DRIVER_PACKAGES]
-    + ["nvidia-driver-pinning-550_550.163.01-1_all.deb", "nvidia-driver-pinning-570_570.172.08-1_all.deb"]
+     for branch, version in BRANCHES for name in DRIVER_PACKAGES]
+    + [f"nvidia-driver-pinning-{branch}_{version}-1_all.deb" for branch, version in BRANCHES]
     + [f"{name}_{version}-1_amd64.deb" for version in ("1.17.8", "1.18.0") for name in TOOLKIT_PACKAGES]
     + ["datacenter-gpu-manager-4-core_4.4.1-1_amd64.deb", "datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb",
        "datacenter-gpu-manager-4-cuda13_4.4.1-1_amd64.deb", "datacenter-gpu-manager-exporter_4.4.1-4.5.2-1_amd64.deb"])
@@ -69,6 +70,7 @@ def test_package_set(pool: Path) -> None:
         ("nvidia-smi_550.163.01-1_amd64.deb", "550.163.01-1", "libnvidia-ml1 (= 550.163.01-1), python3"),
         ("libnvidia-ml1_570.172.08-1_amd64.deb", "570.172.08-1", "libcjson1, libc6"),
         ("nvidia-fabricmanager-570_570.172.08-1_amd64.deb", "570.172.08-1", "nvidia-driver (= 570.172.08-1), python3"),
+        ("nvlsm_580.105.08-1_amd64.deb", "580.105.08-1", "libnvidia-ml1 (= 580.105.08-1), python3"),
         ("nvidia-container-toolkit_1.17.8-1_amd64.deb", "1.17.8-1",
          "nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (= 1.17.8-1)"),
         ("datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb", "1:4.4.1-1",
@@ -109,6 +111,9 @@ def test_kernel_flavours_conflict(pool: Path) -> None:
          ["./usr/bin/dcgm-exporter", "./etc/dcgm-exporter/default-counters.csv",
           "./lib/systemd/system/nvidia-dcgm-exporter.service"]),
         ("nvidia-driver-pinning-570_570.172.08-1_all.deb", ["./etc/apt/preferences.d/nvidia-driver-pinning-570"]),
+        ("nvidia-driver-pinning-580_580.105.08-1_all.deb", ["./etc/apt/preferences.d/nvidia-driver-pinning-580"]),
+        ("nvlsm_580.105.08-1_amd64.deb", ["./opt/nvidia/nvlsm/sbin/nvlsm", "./usr/share/nvidia/nvlsm/nvlsm.conf",
+                                          "./lib/systemd/system/nvlsm.service"]),
     ],
 )
 def test_contents(pool: Path, deb: str, paths: list[str]) -> None:
