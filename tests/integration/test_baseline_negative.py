@@ -126,7 +126,7 @@ def test_check_mode_on_a_fresh_host_changes_nothing(lab: dict[str, object]) -> N
 def test_unknown_branch_is_refused(lab: dict[str, object]) -> None:
     _refused(lab, (
         f"nvidia_driver: driver branch 999 is not in the repository {REPO} (no package cuda-drivers-999; branches "
-        "there: 550, 570). Set nvidia_driver_branch to one of them. Nothing was changed."),
+        "there: 550, 570, 580). Set nvidia_driver_branch to one of them. Nothing was changed."),
         "nvidia_driver_branch=999")
 
 
