@@ -63,7 +63,10 @@ def test_systemd_is_pid_1_and_booted(two_hosts: list[HostSpec]) -> None:
 
 def test_state_file_is_the_preset_root_owned(two_hosts: list[HostSpec]) -> None:
     for spec in two_hosts:
-        assert json.loads(exec_in(spec.name, ["cat", "/var/lib/nvidia-sim/state.json"])) == spec.state
+        state = json.loads(exec_in(spec.name, ["cat", "/var/lib/nvidia-sim/state.json"]))
+        # the preset, plus the boot id the lab's boot hook gave this start (gpufleet_sim.power records it)
+        assert state.pop("boot_id") == exec_in(spec.name, ["cat", "/proc/sys/kernel/random/boot_id"]).strip()
+        assert state == spec.state
         modes = exec_in(spec.name, ["stat", "-c", "%a %U:%G", "/var/lib/nvidia-sim",
                                     "/var/lib/nvidia-sim/state.json"]).split("\n")
         assert modes[:2] == ["755 root:root", "644 root:root"]

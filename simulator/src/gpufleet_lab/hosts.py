@@ -4,6 +4,11 @@ A host is a podman container from :data:`gpufleet_lab.image.IMAGE` running ``/sb
 (never ``--privileged``). Before it boots it receives its simulated hardware: the preset's state document at
 ``/var/lib/nvidia-sim/state.json`` (0644 root, directory 0755) and a read-only fake PCI tree mounted over
 ``/sys/bus/pci/devices``. Each host owns one loopback address ``127.0.N.1`` for services it runs.
+
+A host reboots as a machine does: ``reboot`` inside it ends the container, podman starts it again
+(``--restart=always``; ``podman stop`` and ``rm`` keep it down), and every start is a boot: the lab's OCI hook
+(:mod:`gpufleet_lab.boothook`) gives it a new ``/proc/sys/kernel/random/boot_id`` and power-cycles its simulated
+GPUs (:mod:`gpufleet_sim.power`). :func:`boot_id` reads the current one from this machine.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet_lab.boothook import ANNOTATION as BOOT_ANNOTATION
+from gpufleet_lab.boothook import BOOT_ID_FILE
 from gpufleet_lab.image import IMAGE
 from gpufleet_lab.pcitree import write_pci_tree
 from gpufleet_lab.podman import LAB_OWNER, MOLECULE_OWNER, OWNER_LABEL, PodmanError, build_dir, podman
@@ -131,7 +138,8 @@ def write_local_facts(spec: HostSpec, ansible_dir: Path) -> Path:
 def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> list[str]:
     """Return the ``podman create`` arguments for a host (host network, systemd, labels, PCI mount)."""
     args = ["create", "--name", spec.name, "--hostname", spec.name, "--systemd=always", "--network=host",
-            "--stop-timeout", "5"]
+            "--stop-timeout", "5", "--restart=always",
+            "--annotation", f"{BOOT_ANNOTATION}={host_files_dir(spec.name)}"]
     for key, value in spec.labels().items():
         args += ["--label", f"{key}={value}"]
     if pci_dir is not None:
@@ -239,6 +247,29 @@ def cleanup(owners: Sequence[str] = (LAB_OWNER,)) -> list[str]:
         names = [row["name"] for row in list_hosts(owner)]
         removed += stop_hosts(names, owners=(owner,))
     return removed
+
+
+def boot_id(name: str) -> str:
+    """Return the boot id the lab gave host ``name`` at its last start (what the host reads in ``/proc``)."""
+    path = host_files_dir(name) / BOOT_ID_FILE
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise HostError(f"host {name} has no boot id ({path}: {exc.strerror}); was it started by gpufleet_lab?") \
+            from exc
+
+
+def wait_rebooted(name: str, old_boot_id: str, timeout: float = 120.0) -> float:
+    """Wait until host ``name`` runs again with a boot id other than ``old_boot_id``; return the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        proc = podman(["exec", name, "cat", "/proc/sys/kernel/random/boot_id"], check=False, timeout=10)
+        current = proc.stdout.strip()
+        if proc.returncode == 0 and current and current != old_boot_id:
+            wait_running(name, timeout=max(5.0, timeout - (time.monotonic() - start)))
+            return time.monotonic() - start
+        time.sleep(0.5)
+    raise HostError(f"host {name} did not come back with a new boot id within {timeout:.0f} s")
 
 
 def exec_in(name: str, argv: Sequence[str], *, check: bool = True) -> str:

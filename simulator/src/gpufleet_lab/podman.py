@@ -1,14 +1,16 @@
 """Project paths and the podman command line every lab module goes through.
 
 Podman runs with the project's own ``containers.conf`` (``CONTAINERS_CONF``), never with changes to ``/etc``:
-runc (crun cannot handle this cgroup layout), explicit ulimits (the machine withholds CAP_SYS_RESOURCE) and the
-host network as the only network.
+runc (crun cannot handle this cgroup layout), explicit ulimits (the machine withholds CAP_SYS_RESOURCE), the
+host network as the only network, and the lab's OCI hooks folder (``build/lab/hooks``: the boot hook,
+:mod:`gpufleet_lab.boothook`, which gives every start of a lab host its own boot id).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,7 @@ default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]
 
 [engine]
 runtime = "runc"
+hooks_dir = ["{hooks_dir}"]
 """
 
 
@@ -51,11 +54,23 @@ def build_dir() -> Path:
     return path
 
 
+def hooks_dir() -> Path:
+    """Return ``build/lab/hooks`` with the lab's boot hook written into it (this Python runs the hook)."""
+    from gpufleet_lab.boothook import hook_config  # late: boothook runs in an empty environment, keep it small
+
+    path = build_dir() / "hooks"
+    hook_config(sys.executable, path)
+    return path
+
+
 def containers_conf() -> Path:
-    """Write (when it differs) and return the project's ``containers.conf``."""
+    """Write (when it differs) and return the project's ``containers.conf`` (and the hooks it names)."""
     path = build_dir() / "containers.conf"
-    if not path.exists() or path.read_text(encoding="utf-8") != CONTAINERS_CONF:
-        path.write_text(CONTAINERS_CONF, encoding="utf-8")
+    text = CONTAINERS_CONF.format(hooks_dir=hooks_dir())
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
     return path
 
 

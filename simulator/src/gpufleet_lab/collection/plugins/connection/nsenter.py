@@ -14,6 +14,10 @@ description:
     command with C(nsenter) in the container's mount, UTS, IPC, network, PID and cgroup namespaces, in the
     container's cgroups, with the container's environment only (as C(podman exec) does), and supports
     pipelining. Files travel through the same path (C(cat)), so paths resolve inside the host.
+  - A lab host reboots (podman starts the container again with a new init PID). Before each command the plugin
+    checks that the PID it entered is still the container's init (the same start time in C(/proc/PID/stat)), and
+    asks podman again when it is not, so C(ansible.builtin.reboot) reaches the host after its reboot. A host that is
+    not running is a connection failure, which the reboot action retries.
   - Test harness only: it needs root on the controller and the container on the same machine.
 author: gpufleet maintainers
 options:
@@ -75,6 +79,16 @@ def cgroup_procs_files(proc_cgroup: str) -> list[str]:
     return files
 
 
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (field 22 of ``/proc/PID/stat``), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: count the fields after its closing one
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
 class Connection(LocalConnection):
     """``local`` with every command prefixed by nsenter into the container's namespaces and cgroups."""
 
@@ -85,8 +99,14 @@ class Connection(LocalConnection):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._prefix: str | None = None
+        self._pid = 0
+        self._pid_start: str | None = None
 
     def _connect(self) -> LocalConnection:
+        if self._prefix is not None and process_start(self._pid) != self._pid_start:
+            display.vvv(f"NSENTER: PID {self._pid} is gone (the host rebooted or stopped); asking podman again",
+                        host=self.get_option("remote_addr"))
+            self._prefix = None
         if self._prefix is None:
             name = self.get_option("remote_addr")
             podman = self.get_option("podman_executable")
@@ -98,8 +118,14 @@ class Connection(LocalConnection):
             pid = int(info["State"]["Pid"])
             if not info["State"]["Running"] or pid <= 0:
                 raise AnsibleConnectionFailure(f"the lab host {name} is not running")
-            joins = "".join(f"echo $$ > {shlex.quote(f)} && " for f in
-                            cgroup_procs_files(Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")))
+            start = process_start(pid)
+            if start is None:
+                raise AnsibleConnectionFailure(f"the lab host {name} is not running (its PID {pid} is gone)")
+            try:
+                proc_cgroup = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")
+            except OSError as exc:
+                raise AnsibleConnectionFailure(f"the lab host {name} is not running ({exc.strerror})") from exc
+            joins = "".join(f"echo $$ > {shlex.quote(f)} && " for f in cgroup_procs_files(proc_cgroup))
             # the container's environment as `podman exec` gives it (which leaves out the container_uuid)
             env = " ".join(shlex.quote(v) for v in info["Config"].get("Env") or []
                            if not v.startswith("container_uuid="))
@@ -107,8 +133,14 @@ class Connection(LocalConnection):
             # resolves DIR before it enters the mount namespace.
             self._prefix = (f"{joins}exec nsenter --target={pid} --mount --uts --ipc --net --pid --cgroup -w "
                             f"-- env -i {env} /bin/sh -c ")
+            self._pid, self._pid_start = pid, start
             display.vvv(f"NSENTER {name}: PID {pid}", host=name)
         return super()._connect()
+
+    def reset(self) -> None:
+        """Forget the container's PID: the next command asks podman again (after a reboot, the new init)."""
+        self._prefix = None
+        self._pid_start = None
 
     def exec_command(self, cmd: str, in_data: bytes | None = None, sudoable: bool = True) -> tuple[int, bytes, bytes]:
         self._connect()
