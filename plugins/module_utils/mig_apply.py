@@ -32,7 +32,15 @@ from typing import Any
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import LayoutError, validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_parted import MigPartedError, from_mig_parted
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_planner import GpuPlan, plan, summarize
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import find_model, parse_profile_name
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import parse_profile_name
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_read import (  # noqa: F401 (re-exported)
+    achieved,
+    describe_gpu,
+    diff_of,
+    read_gpu,
+    read_gpus_isolated,
+    read_host,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import ERROR_GPU_IS_LOST, Nvml, NvmlError
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
@@ -68,71 +76,6 @@ class VerifyError(MigApplyError):
 
 class LockBusy(MigApplyError):
     """Another gpufleet run holds the host's MIG lock; nothing was changed."""
-
-
-# --------------------------------------------------------------------------------------------------- reading
-def read_gpu(nvml: Nvml, index: int, mig: bool = True, processes: bool = True) -> dict[str, Any]:
-    """One GPU as ``gpu_facts`` reports it and the planner reads it: identity, ``model`` (gpufleet's table key),
-    ``mig: {supported, current, pending}`` (booleans), ``gpu_instances`` (with ``profile`` names and the MIG
-    device ``uuid`` of every compute instance) and ``processes``."""
-    gpu = nvml.gpu(index)
-    model = find_model(name=gpu["name"], pci_device_id=gpu["pci_device_id"])
-    gpu["model"] = model.name if model else None
-    if mig:
-        state = nvml.mig_state(index)
-        gpu["mig"] = {"supported": state["supported"], "current": state["current"], "pending": state["pending"]}
-        gpu["gpu_instances"] = [
-            {"id": gi["id"], "profile_id": gi["profile_id"], "profile": gi["profile_name"], "start": gi["start"],
-             "size": gi["size"], "slices": gi["slices"],
-             "compute_instances": [{"id": ci["id"], "profile_id": ci["profile_id"], "profile": ci["name"],
-                                    "slices": ci["slices"], "start": ci["start"], "size": ci["size"],
-                                    "uuid": ci["uuid"]} for ci in gi["compute_instances"]]}
-            for gi in state["gpu_instances"]
-        ]
-    if processes:
-        gpu["processes"] = nvml.processes(index)
-    return gpu
-
-
-def read_host(nvml: Nvml, indexes: Sequence[int] | None = None, processes: bool = True) -> list[dict[str, Any]]:
-    """Every GPU (or the ``indexes`` given) in planner form."""
-    wanted = range(nvml.device_count()) if indexes is None else indexes
-    return [read_gpu(nvml, i, processes=processes) for i in wanted]
-
-
-def achieved(gpus: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The layout each GPU shows: ``[{index, uuid, model, enabled, pending, gpu_instances: [{profile_name, gi_id,
-    start, size, compute_instances: [{name, ci_id, uuid}]}]}]`` (the shape the role records in mig-state.json
-    and ``gpu_health`` compares with)."""
-    return [{
-        "index": gpu["index"], "uuid": gpu.get("uuid"), "model": gpu.get("model"),
-        "enabled": bool(gpu["mig"]["current"]), "pending": bool(gpu["mig"]["pending"]),
-        "gpu_instances": [{"profile_name": gi["profile"], "gi_id": gi["id"], "start": gi["start"], "size": gi["size"],
-                           "compute_instances": [{"name": ci["profile"], "ci_id": ci["id"], "uuid": ci["uuid"]}
-                                                 for ci in gi["compute_instances"]]}
-                          for gi in gpu["gpu_instances"]],
-    } for gpu in gpus]
-
-
-def describe_gpu(gpu: Mapping[str, Any]) -> str:
-    """One line for diffs: ``MIG on: 3g.40gb@0 [3g.40gb], 1g.10gb@6 [1g.10gb]``."""
-    mig = gpu["mig"]
-    if not mig["supported"]:
-        return "MIG not supported"
-    mode = "on" if mig["current"] else "off"
-    if mig["current"] != mig["pending"]:
-        mode += " (pending {} after a GPU reset)".format("on" if mig["pending"] else "off")
-    parts = ["{}@{} [{}]".format(gi["profile"], gi["start"], ", ".join(ci["profile"] for ci in gi["compute_instances"]))
-             for gi in gpu["gpu_instances"]]
-    return f"MIG {mode}" + (": " + ", ".join(parts) if parts else "")
-
-
-def diff_of(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Ansible diff: one line per GPU, before and after."""
-    def text(gpus: Sequence[Mapping[str, Any]]) -> str:
-        return "".join("GPU {} ({}): {}\n".format(g["index"], g.get("model") or g.get("name"), describe_gpu(g))
-                       for g in gpus)
-    return {"before": text(before), "after": text(after)}
 
 
 # --------------------------------------------------------------------------------------------------- planning
@@ -468,18 +411,6 @@ def check_indexes(indexes: Any, count: int) -> list[int] | None:
     return seen
 
 
-def read_gpus_isolated(nvml: Nvml, indexes: Sequence[int], processes: bool = True
-                       ) -> tuple[list[dict[str, Any]], dict[int, NvmlError]]:
-    """Read each GPU on its own: ``(readable GPUs, {index: NvmlError} of those that cannot be read)``."""
-    gpus, unreadable = [], {}
-    for index in indexes:
-        try:
-            gpus.append(read_gpu(nvml, index, processes=processes))
-        except NvmlError as exc:
-            unreadable[index] = exc
-    return gpus, unreadable
-
-
 def _is_lost(exc: BaseException) -> bool:
     return isinstance(exc, NvmlError) and exc.code == ERROR_GPU_IS_LOST
 
@@ -547,7 +478,7 @@ def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, all
     result: dict[str, Any] = {
         "plan": [p.to_dict() for p in plans], "plan_summary": summarize(plans),
         "desired": [c.to_dict() for c in desired],
-        "busy": find_busy(plans, managed), "warnings": [],
+        "busy": find_busy(plans, managed), "warnings": [], "profile_names": profile_names(desired),
     }
     if result["busy"]:
         if not force_destroy_busy:
@@ -563,7 +494,7 @@ def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, all
                        reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=[],
                        layout=achieved(managed), diff=diff_of(managed, predicted),
                        gpu_status=gpu_statuses(managed_indexes, set(), lost, waiting),
-                       msg=_message(changed, waiting, check_mode=True))
+                       msg=_message(changed, waiting, check_mode=True) + _names_note(result["profile_names"]))
         if lost:  # fail closed: a GPU that cannot be read cannot be planned
             raise MigApplyError(failure_message(checked["gpu_status"]), checked)
         return checked
@@ -591,7 +522,7 @@ def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, all
     outcome = dict(result, changed=bool(applier.done), changed_gpus=changed, actions=applier.done,
                    reboot_required=bool(waiting), reboot_required_gpus=waiting, reset_gpus=applier.reset,
                    layout=achieved(after), diff=diff_of(managed, after), gpu_status=statuses,
-                   msg=_message(changed, waiting))
+                   msg=_message(changed, waiting) + _names_note(result["profile_names"]))
     if applier.failed:
         kinds = {type(e) for e in applier.failed.values() if isinstance(e, MigApplyError)}
         cls = kinds.pop() if len(kinds) == 1 and all(isinstance(e, MigApplyError)
@@ -601,6 +532,20 @@ def converge(nvml: Nvml, entries: Any, indexes: Sequence[int] | None = None, all
             outcome["nvml_error"] = first_nvml.to_dict()
         raise cls(failure_message(statuses), outcome)
     return outcome
+
+
+def profile_names(desired: Sequence[Any]) -> list[dict[str, Any]]:
+    """``[{gpu, layout, driver}]``: each layout profile name that this GPU's driver calls differently (an alias
+    such as GB200's ``1g.24gb``, which production drivers print as ``1g.23gb``), with the driver's name."""
+    return [{"gpu": config.index, "layout": layout, "driver": driver}
+            for config in desired for layout, driver in sorted(config.profile_names.items())]
+
+
+def _names_note(names: Sequence[Mapping[str, Any]]) -> str:
+    if not names:
+        return ""
+    return "; the driver's names for the layout's profiles: " + ", ".join(
+        "GPU {gpu} {layout} -> {driver}".format(**item) for item in names)
 
 
 def _message(changed: Sequence[int], waiting: Sequence[int], check_mode: bool = False) -> str:

@@ -16,33 +16,28 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_entries import (  # noqa: F401 (re-exported)
+    ENTRY_KEYS,
+    LayoutEntry,
+    LayoutError,
+    _describe_counts,
+    _entry_counts,
+    parse_entries,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import (
+    HOST_TABLE_KEY,
+    model_for,
+    offers,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import (
-    MODELS,
     GiProfile,
     GpuModel,
     ProfileSyntaxError,
     describe_unknown,
     find_model,
-    parse_device_id,
+    model_by_key,
     parse_pci_id,
-    parse_profile_name,
 )
-
-ENTRY_KEYS = ("devices", "model", "device_filter", "mig_enabled", "gpu_instances", "placements", "compute_instances")
-_MODELS_BY_NAME = {m.name: m for m in MODELS}
-
-
-class LayoutError(ValueError):
-    """A layout cannot be applied; ``problems`` holds one actionable sentence per problem."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        if len(self.problems) == 1:
-            message = self.problems[0]
-        else:
-            listed = "\n- ".join(self.problems)
-            message = f"{len(self.problems)} problems in the MIG layout:\n- {listed}"
-        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -89,12 +84,15 @@ class GpuConfig:
     mig_capable: bool = True
     mode_change_requires_reset: bool = True
     gpu_instances: list[GiSpec] = field(default_factory=list)
+    # a layout's profile name -> the name the GPU's table uses for it, where they differ (a driver's alias)
+    profile_names: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form; :meth:`from_dict` reads it back."""
         return {"index": self.index, "model": self.model, "mig_enabled": self.mig_enabled, "entry": self.entry,
                 "mig_capable": self.mig_capable, "mode_change_requires_reset": self.mode_change_requires_reset,
-                "gpu_instances": [gi.to_dict() for gi in self.gpu_instances]}
+                "gpu_instances": [gi.to_dict() for gi in self.gpu_instances],
+                "profile_names": dict(self.profile_names)}
 
     @classmethod
     def from_dict(cls, data: GpuConfig | Mapping[str, Any]) -> GpuConfig:
@@ -110,7 +108,7 @@ class GpuConfig:
         return cls(index=int(data["index"]), model=data.get("model"), mig_enabled=bool(data["mig_enabled"]),
                    entry=data.get("entry"), mig_capable=bool(data.get("mig_capable", True)),
                    mode_change_requires_reset=bool(data.get("mode_change_requires_reset", True)),
-                   gpu_instances=gis)
+                   gpu_instances=gis, profile_names=dict(data.get("profile_names") or {}))
 
     @property
     def profile_counts(self) -> dict[str, int]:
@@ -122,163 +120,6 @@ def placements_for(config: GpuConfig | Mapping[str, Any]) -> list[tuple[int, int
     """The ``nvmlDeviceCreateGpuInstanceWithPlacement`` calls, in order, that build ``config`` on an empty GPU."""
     return [(gi.profile_id, gi.start) for gi in GpuConfig.from_dict(config).gpu_instances]
 
-
-# --------------------------------------------------------------------------------------------------- entries
-@dataclass
-class LayoutEntry:
-    """One parsed entry of a named layout."""
-
-    position: int
-    devices: str | tuple[int, ...] = "all"
-    model: str | None = None
-    device_filters: tuple[tuple[int, int | None], ...] = ()
-    mig_enabled: bool = False
-    gpu_instances: dict[str, int] = field(default_factory=dict)
-    placements: list[tuple[str, int]] = field(default_factory=list)
-    compute_instances: dict[str, list[list[str]]] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """How messages name this entry."""
-        return f"layout entry[{self.position}]"
-
-
-def _parse_filter(value: Any) -> tuple[int, int | None]:
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise ValueError(f"device_filter {value!r} is not a PCI id; give '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV', "
-                         "e.g. '0x20B210DE'")
-    text = str(value).strip()
-    parts = text.split(":")
-    if len(parts) > 2 or not all(parts):
-        raise ValueError(f"device_filter '{text}' is not '0xDDDDVVVV' or '0xDDDDVVVV:0xSSSSVVVV'; give a PCI id "
-                         "such as '0x20B210DE'")
-    ids = [parse_device_id(part, "device_filter") for part in parts]
-    return ids[0], (ids[1] if len(ids) == 2 else None)
-
-
-def _gi_name(text: Any, where: str, problems: list[str]) -> str | None:
-    try:
-        parsed = parse_profile_name(text)
-    except ProfileSyntaxError as exc:
-        problems.append(f"{where}: {exc}")
-        return None
-    if parsed.compute_slices != parsed.gi_slices:
-        problems.append(f"{where}: '{text}' names a compute instance; request the GPU instance "
-                        f"'{parsed.gi_name}' and list '{parsed.name}' under compute_instances")
-        return None
-    return parsed.gi_name
-
-
-def _parse_counts(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
-    if not isinstance(raw, Mapping):
-        problems.append(f"{entry.label}: gpu_instances must be a mapping of profile to count, got {raw!r}")
-        return
-    for key, count in raw.items():
-        name = _gi_name(key, f"{entry.label}: gpu_instances", problems)
-        if name is None:
-            continue
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            problems.append(f"{entry.label}: gpu_instances count for {name} must be an integer >= 0, got {count!r}")
-        elif count:
-            entry.gpu_instances[name] = entry.gpu_instances.get(name, 0) + count
-
-
-def _parse_placements(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
-    if not isinstance(raw, list):
-        problems.append(f"{entry.label}: placements must be a list of {{profile, start}}, got {raw!r}")
-        return
-    for item in raw:
-        ok = isinstance(item, Mapping) and set(item) == {"profile", "start"}
-        start = item.get("start") if isinstance(item, Mapping) else None
-        if not ok or isinstance(start, bool) or not isinstance(start, int):
-            problems.append(f"{entry.label}: placement {item!r} must be {{profile: <GI profile>, start: <int>}}")
-            continue
-        name = _gi_name(item["profile"], f"{entry.label}: placements", problems)
-        if name is not None:
-            entry.placements.append((name, start))
-
-
-def _parse_cis(entry: LayoutEntry, raw: Any, problems: list[str]) -> None:
-    if not isinstance(raw, Mapping):
-        problems.append(f"{entry.label}: compute_instances must map a GI profile to a list of CI profiles")
-        return
-    for key, value in raw.items():
-        name = _gi_name(key, f"{entry.label}: compute_instances", problems)
-        if name is None:
-            continue
-        if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
-            lists = value
-        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-            lists = [value]
-        else:
-            problems.append(f"{entry.label}: compute_instances for {name} must be a list of CI profiles (or one "
-                            f"list per GPU instance), got {value!r}")
-            continue
-        entry.compute_instances[name] = [[str(v) for v in one] for one in lists]
-
-
-def parse_entries(entries: Any) -> list[LayoutEntry]:
-    """Parse a layout (a list of entries); raise :class:`LayoutError` listing every syntax problem."""
-    if not isinstance(entries, list) or not entries:
-        raise LayoutError([f"a MIG layout must be a non-empty list of entries, got {entries!r}"])
-    problems: list[str] = []
-    result = []
-    for position, raw in enumerate(entries):
-        entry = LayoutEntry(position)
-        if not isinstance(raw, Mapping):
-            problems.append(f"{entry.label}: must be a mapping, got {raw!r}")
-            continue
-        unknown = sorted(str(k) for k in raw if k not in ENTRY_KEYS)
-        if unknown:
-            problems.append("{}: unknown key(s) {}; allowed: {}".format(entry.label, ", ".join(unknown),
-                                                                     ", ".join(ENTRY_KEYS)))
-        devices = raw.get("devices", "all")
-        if devices == "all":
-            entry.devices = "all"
-        elif isinstance(devices, list) and devices and all(isinstance(d, int) and not isinstance(d, bool)
-                                                           and d >= 0 for d in devices):
-            entry.devices = tuple(devices)
-        else:
-            problems.append(f"{entry.label}: devices must be 'all' or a non-empty list of GPU indexes, got {devices!r}")
-        if raw.get("model") is not None:
-            entry.model = str(raw["model"])
-        filters = raw.get("device_filter")
-        for value in ([] if filters is None else filters if isinstance(filters, list) else [filters]):
-            try:
-                entry.device_filters += (_parse_filter(value),)
-            except ValueError as exc:
-                problems.append(f"{entry.label}: {exc}")
-        wants_instances = bool(raw.get("gpu_instances") or raw.get("placements"))
-        enabled = raw.get("mig_enabled", True if wants_instances else None)
-        if not isinstance(enabled, bool):
-            problems.append(f"{entry.label}: mig_enabled is required and must be true or false, got {enabled!r}")
-        entry.mig_enabled = bool(enabled)
-        if "gpu_instances" in raw and raw["gpu_instances"] is None:
-            problems.append(f"{entry.label}: gpu_instances is empty (null); list the GPU instances, e.g. "
-                            "gpu_instances: {'3g.40gb': 2}, or leave the key out (mig-parted refuses the same)")
-        if raw.get("gpu_instances") is not None:
-            _parse_counts(entry, raw["gpu_instances"], problems)
-        if raw.get("placements") is not None:
-            _parse_placements(entry, raw["placements"], problems)
-        if raw.get("compute_instances") is not None:
-            _parse_cis(entry, raw["compute_instances"], problems)
-        if enabled is False and (entry.gpu_instances or entry.placements):
-            problems.append(f"{entry.label}: mig_enabled is false but GPU instances are requested "
-                            f"({_describe_counts(_entry_counts(entry))}); remove them or set mig_enabled: true")
-        if not entry.gpu_instances and entry.placements:
-            entry.gpu_instances = dict(Counter(name for name, _ in entry.placements))
-        result.append(entry)
-    if problems:
-        raise LayoutError(problems)
-    return result
-
-
-def _entry_counts(entry: LayoutEntry) -> dict[str, int]:
-    return entry.gpu_instances or dict(Counter(name for name, _ in entry.placements))
-
-
-def _describe_counts(counts: Mapping[str, int]) -> str:
-    return " + ".join(f"{name} x{n}" for name, n in counts.items())
 
 
 # --------------------------------------------------------------------------------------------------- GPUs
@@ -294,6 +135,7 @@ class GpuInfo:
     pci_device_id: int | None
     pci_subsystem_id: int | None
     mig_capable: bool | None
+    table_error: str | None = None
 
     @property
     def title(self) -> str:
@@ -314,12 +156,14 @@ def gpu_info(raw: Mapping[str, Any]) -> GpuInfo:
     subsystem = parse_pci_id(raw.get("pci_subsystem_id", pci.get("pci_subsystem_id")))
     mig = sub_mapping(raw, "mig")
     capable = _boolean(raw.get("mig_capable", mig.get("supported")), "mig_capable")
-    model = find_model(raw.get("model"), raw.get("name"), device_id)
+    model = model_for(raw)
     label = model.name if model else str(raw.get("model") or raw.get("name") or "unknown model")
     index = raw.get("index")
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ValueError(f"index {index!r} is not a GPU index (an integer >= 0)")
-    return GpuInfo(index, model, label, raw.get("model"), raw.get("name"), device_id, subsystem, capable)
+    error = raw.get(HOST_TABLE_KEY + "_error")
+    return GpuInfo(index, model, label, raw.get("model"), raw.get("name"), device_id, subsystem, capable,
+                   str(error) if error else None)
 
 
 _TRUE = ("true", "yes", "on", "1", "y", "t")
@@ -349,7 +193,7 @@ def _entry_matches(entry: LayoutEntry, gpu: GpuInfo) -> bool:
     if entry.model is not None:
         wanted = find_model(entry.model)
         if wanted is not None:
-            return gpu.model is wanted
+            return gpu.model is not None and gpu.model.name == wanted.name
         names = {str(n).upper() for n in (gpu.raw_model, gpu.raw_name) if n}
         return entry.model.upper() in names
     return True
@@ -366,8 +210,8 @@ def sort_largest_first(profiles: Iterable[GiProfile]) -> list[GiProfile]:
 
 
 @lru_cache(maxsize=8192)
-def _pack(model_name: str, names: tuple[str, ...], occupied: int) -> tuple[int, ...] | None:
-    model = _MODELS_BY_NAME[model_name]
+def _pack(model_key: str, names: tuple[str, ...], occupied: int) -> tuple[int, ...] | None:
+    model = model_by_key(model_key)
     profiles = [model.profile(name) for name in names]
     free = model.memory_slots - bin(occupied & ((1 << model.memory_slots) - 1)).count("1")
     if sum(p.memory_slices for p in profiles if p) > free:
@@ -401,7 +245,7 @@ def find_packing(model: GpuModel, profiles: Sequence[GiProfile], occupied: Itera
     for start, size in occupied:
         mask |= _mask(start, size)
     ordered = sort_largest_first(profiles)
-    starts = _pack(model.name, tuple(p.name for p in ordered), mask)
+    starts = _pack(model.cache_key, tuple(p.name for p in ordered), mask)
     if starts is None:
         return None
     return list(zip(ordered, starts, strict=False))
@@ -457,18 +301,24 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
     if not entry.mig_enabled:
         return GpuConfig(gpu.index, gpu.label, False, entry.position, True, reset)
     if model is None:
-        problems.append(f"GPU {gpu.index}: {describe_unknown(gpu.raw_model, gpu.raw_name, gpu.pci_device_id)}")
+        unknown = describe_unknown(gpu.raw_model, gpu.raw_name, gpu.pci_device_id)
+        if gpu.table_error:
+            unknown += (f"; its driver's MIG profile table could not be read either ({gpu.table_error}); fix the "
+                        "NVML error and run again")
+        problems.append(f"GPU {gpu.index}: {unknown}")
         return None
     before = len(problems)
     counts = dict(entry.gpu_instances)
     profiles: dict[str, GiProfile] = {}
+    renamed: dict[str, str] = {}
     for name, count in counts.items():
         profile = model.profile(name)
         if profile is None:
-            problems.append(f"{gpu.title}: profile '{name}' is not offered by {model.name}; valid profiles: "
-                            f"{', '.join(model.profile_names)}")
+            problems.append(_not_offered(gpu, model, name))
             continue
         profiles[name] = profile
+        if profile.name != name:
+            renamed[name] = profile.name
         if count > profile.instance_count:
             problems.append(f"{gpu.title}: {count} x {name} requested, but {model.name} offers at most "
                             f"{profile.instance_count} x {name}")
@@ -514,7 +364,15 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
         seen[profile.name] += 1
         gis.append(GiSpec(profile.name, profile.profile_id, start, profile.memory_slices, profile.compute_slices,
                           is_pinned, ci_tuple))
-    return GpuConfig(gpu.index, model.name, True, entry.position, True, reset, gis)
+    return GpuConfig(gpu.index, model.name, True, entry.position, True, reset, gis, renamed)
+
+
+def _not_offered(gpu: GpuInfo, model: GpuModel, name: str) -> str:
+    if model.from_host:
+        return (f"{gpu.title}: profile '{name}' is not offered by this GPU (its driver's MIG profile table); it "
+                f"offers: {offers(model)}")
+    return f"{gpu.title}: profile '{name}' is not offered by {model.name}; valid profiles: " \
+           f"{', '.join(model.profile_names)}"
 
 
 def _check_pins(entry: LayoutEntry, gpu: GpuInfo, model: GpuModel, profiles: Mapping[str, GiProfile],

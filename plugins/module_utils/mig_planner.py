@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import model_for
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import (
     GiSpec,
     GpuConfig,
@@ -129,7 +130,7 @@ def _raw_instances(gpu: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def read_instances(gpu: Mapping[str, Any]) -> list[ExistingGi]:
     """The GPU instances of a GPU as NVML reports them (profile names resolved through the model table)."""
-    model = find_model(gpu.get("model"), gpu.get("name"), gpu.get("pci_device_id"))
+    model = model_for(gpu)
     return [_existing(model, gi) for gi in _raw_instances(gpu)]
 
 
@@ -258,7 +259,7 @@ def _plan_instances(index: int, model: GpuModel, existing: list[ExistingGi], des
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
     index = int(current["index"])
-    model = find_model(current.get("model"), current.get("name"), current.get("pci_device_id"))
+    model = model_for(current)  # the GPU's own profile table when it carries one
     label = model.name if model else current.get("model") or current.get("name")
     result = GpuPlan(index, current.get("uuid"), label)
     if desired is None:

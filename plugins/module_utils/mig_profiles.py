@@ -161,6 +161,17 @@ class GpuModel:
     profile_aliases: tuple[tuple[str, str], ...] = ()
     sources: tuple[str, ...] = ()
     inferred: tuple[str, ...] = ()
+    key: str = ""  # a host table's model (mig_host): its own registry key; a catalogue row: its name
+
+    @property
+    def cache_key(self) -> str:
+        """The key :func:`model_by_key` finds this model under."""
+        return self.key or self.name
+
+    @property
+    def from_host(self) -> bool:
+        """True for a model built from a host's own NVML profile table (:mod:`mig_host`)."""
+        return bool(self.key)
 
     def profile(self, name: str) -> GiProfile | None:
         """The GI profile called ``name``, or that a driver's variant name ``name`` means (``profile_aliases``);
@@ -475,6 +486,19 @@ for _m in MODELS:
         _BY_KEY[_norm_name(_key)] = _m
     for _pci in _m.pci_device_ids:
         _BY_PCI[_pci] = _m
+
+
+_BY_CACHE_KEY: dict[str, GpuModel] = {m.name: m for m in MODELS}
+
+
+def register_model(model: GpuModel) -> None:
+    """Make a model built elsewhere (a host's table) findable by :func:`model_by_key`."""
+    _BY_CACHE_KEY[model.cache_key] = model
+
+
+def model_by_key(key: str) -> GpuModel:
+    """The catalogue row or registered host model under ``key`` (:attr:`GpuModel.cache_key`)."""
+    return _BY_CACHE_KEY[key]
 
 
 def known_model_names() -> list[str]:

@@ -133,6 +133,15 @@ gpus:
         - This per-GPU shape is what the C(gpufleet.nvidia.mig_plan) filter and C(mig_to_mig_parted) read.
       type: list
       elements: dict
+    mig_profiles:
+      description:
+        - The GPU's own GPU-instance profile table as NVML reports it (only with O(mig=true), MIG-capable GPUs) -
+          C(enum), C(id), C(name) (C(1g.23gb)), C(slices) (compute slices), C(instances), C(memory_mib) and
+          C(placements) (C([start, size]) pairs). The validator plans with it on the host, so a GPU missing from
+          gpufleet's catalogue is still planned, and a layout is checked against what this driver offers.
+        - When NVML would not give the table, it is empty and C(mig_profiles_error) says why.
+      type: list
+      elements: dict
     processes:
       description:
         - Compute processes (only with O(processes=true)) - C(pid), C(name), C(used_memory_mib), C(gi_id), C(ci_id).

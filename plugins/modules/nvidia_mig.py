@@ -12,7 +12,11 @@ short_description: Apply a MIG layout (MIG mode, GPU and compute instances) to a
 version_added: "0.1.0"
 description:
   - Reads the MIG state of every GPU through NVML, validates the layout against the host's GPUs with gpufleet's
-    offline validator, plans the smallest set of changes per GPU and applies only that difference.
+    validator, plans the smallest set of changes per GPU and applies only that difference.
+  - "Each MIG-capable GPU is validated and planned against its own profile table, read from NVML
+    (C(nvmlDeviceGetGpuInstanceProfileInfo), C(nvmlDeviceGetGpuInstancePossiblePlacements)): a GPU that
+    gpufleet's catalogue does not know is planned from it, and a layout profile the GPU does not offer is refused
+    before any change, naming the GPU, the profile and what the GPU offers."
   - "Order: every busy check first (a refused run changes nothing on any GPU), then MIG mode changes (instances
     of GPUs leaving MIG mode are destroyed first), one C(nvidia-smi -r -i <bus ids>) for the GPUs whose mode
     change waits for a reset, then compute and GPU instances that are not kept are destroyed, then GPU instances
@@ -215,6 +219,18 @@ layout:
       gpu_instances:
         - {profile_name: 3g.40gb, gi_id: 1, start: 0, size: 4,
            compute_instances: [{name: 3g.40gb, ci_id: 0, uuid: MIG-1f2e3d4c-0000-5000-8000-000000000001}]}
+profile_names:
+  description:
+    - Each profile name of the layout that the GPU's driver calls differently (a name variant in the catalogue's
+      aliases, such as GB200's early C(1g.24gb), which production drivers print as C(1g.23gb)) - C(gpu),
+      C(layout) (the layout's name) and C(driver) (the name the driver used). Empty when every name matched.
+    - On a host the layout is validated against each GPU's own profile table, read from NVML; the msg repeats
+      these pairs.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {gpu: 0, layout: 1g.24gb, driver: 1g.23gb}
 changed_gpus:
   description: Indexes of the GPUs that changed (would change in check mode).
   returned: success

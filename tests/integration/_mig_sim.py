@@ -165,3 +165,61 @@ def run_playbook(playbook: str, inventory: Path, tmp: Path, extra_vars: dict[str
             "-e", json.dumps(extra_vars or {})] + (["--check"] if check else [])
     return subprocess.run(argv, cwd=ROOT, env=fleet_env(tmp), capture_output=True, text=True, check=False,
                           timeout=600)
+
+
+# ------------------------------------------------------------------------ a MIG board only the simulator knows
+# A deliberately invented board (issue 15): absent from gpufleet's catalogue by name, PCI id and geometry (6 compute
+# slices on 6 memory slices, which no NVIDIA board has), so the validator can only plan it from the profile table
+# its simulated driver reports. Profile names follow go-nvlib's memory rounding of a 48 GB board.
+LAB_BOARD_NAME = "NVIDIA Lab MIG Board 48GB"
+LAB_BOARD_PCI_DEVICE = 0x2FF0
+LAB_BOARD_PROFILES = [  # (NVML enum, id, name, compute slices, instances, MiB, starts, size)
+    (0, 19, "1g.6gb", 1, 6, 6016, [0, 1, 2, 3, 4, 5], 1),
+    (1, 14, "2g.12gb", 2, 3, 12160, [0, 2, 4], 2),
+    (2, 9, "3g.18gb", 3, 2, 18304, [0, 3], 3),
+    (6, 0, "6g.48gb", 6, 1, 48896, [0], 6),
+]
+
+
+def _lab_ci_profiles(gi_slices: int) -> list[dict[str, Any]]:
+    """Compute-instance profiles inside a GI of ``gi_slices``: go-nvlib's rule, placements at multiples of the next
+    power of two (what gpufleet's validator assumes for a board it has no CI table for)."""
+    enums = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+    result = []
+    for slices in sorted(enums):
+        if slices > gi_slices or (slices < gi_slices and 2 * slices > gi_slices + 1):
+            continue
+        step = 1 << (slices - 1).bit_length()
+        starts = list(range(0, gi_slices - slices + 1, step))
+        result.append({"index": enums[slices], "id": enums[slices], "name": f"{slices}c.{gi_slices}g",
+                       "slices": slices, "instances": len(starts), "sms": 16 * slices,
+                       "placements": [[s, slices] for s in starts]})
+    return result
+
+
+def make_lab_board(state: Path) -> None:
+    """Turn every GPU of the simulated host at ``state`` into the lab board (MIG off, no instances)."""
+    doc = store.load(state)
+    for gpu in doc["gpus"]:
+        gpu["model"], gpu["name"] = "LAB-MIG-48GB", LAB_BOARD_NAME
+        gpu["pci"]["pci_device_id"] = LAB_BOARD_PCI_DEVICE << 16 | 0x10DE
+        gpu["memory"]["total_mib"] = 49152
+        gpu["mig"].update(current=0, pending=0, gpu_instances=[], reset_required_for_mode=False, gi_profiles=[
+            {"index": enum, "id": pid, "name": name, "slices": slices, "instances": count, "sms": 16 * slices,
+             "copy_engines": slices, "decoders": 0, "encoders": 0, "jpegs": 0, "ofas": 0, "memory_mib": mib,
+             "p2p": 0, "placements": [[s, size] for s in starts]}
+            for enum, pid, name, slices, count, mib, starts, size in LAB_BOARD_PROFILES],
+            ci_profiles={str(s): _lab_ci_profiles(s) for s in sorted({p[3] for p in LAB_BOARD_PROFILES})})
+    state.unlink()
+    store.create(state, doc)
+
+
+def rename_driver_profiles(state: Path, names: dict[str, str]) -> None:
+    """Give every GPU at ``state`` a driver that prints some GI profiles under other names (GB200's early
+    ``1g.24gb`` for production's ``1g.23gb``): the simulated driver reports what the state document says."""
+    doc = store.load(state)
+    for gpu in doc["gpus"]:
+        for profile in gpu["mig"]["gi_profiles"]:
+            profile["name"] = names.get(profile["name"], profile["name"])
+    state.unlink()
+    store.create(state, doc)

@@ -292,7 +292,8 @@ def test_devices_all_skips_gpu_that_is_not_mig_capable() -> None:
 def test_mig_disabled_needs_no_profile_table() -> None:
     configs = ml.validate([{"devices": "all", "mig_enabled": False}], [{"index": 0, "name": "NVIDIA Z100"}])
     assert configs[0].to_dict() == {"index": 0, "model": "NVIDIA Z100", "mig_enabled": False, "entry": 0,
-                                    "mig_capable": True, "mode_change_requires_reset": True, "gpu_instances": []}
+                                    "mig_capable": True, "mode_change_requires_reset": True, "gpu_instances": [],
+                                    "profile_names": {}}
 
 
 def test_unmatched_ignore_leaves_gpu_out() -> None:
