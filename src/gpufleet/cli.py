@@ -10,6 +10,7 @@
     gpufleet mig import MIG_PARTED_FILE / gpufleet mig export LAYOUT_FILE       no hosts
     gpufleet verify     -i INVENTORY [options]     playbooks/verify.yml
     gpufleet facts      -i INVENTORY [options]     playbooks/facts.yml
+    gpufleet report RESULT_JSON [--html FILE]      fleet view of a saved `verify --json` (no hosts)
     gpufleet run PLAYBOOK -i INVENTORY [options]   any playbook of the collection, or a playbook file
 
 Exit codes: 0 ok, 2 a host failed, 3 a host was unreachable (wins over 2), 4 bad input (also: inventory that does
@@ -39,8 +40,10 @@ from gpufleet import __version__, api, mig
 from gpufleet._extravars import parse_extra_vars
 from gpufleet._output import load_renderers, make_progress, renderers_for
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.fleet_report import fleet_from_result, load_result, write_html
 from gpufleet.health_verdict import verify_exit_code
 from gpufleet.junit import write_junit_xml
+from gpufleet.renderers.fleet_text import render_fleet_text
 from gpufleet.results import SCHEMA_VERSION, ExitCode, RunResult
 
 INVENTORY_ENV = "GPUFLEET_INVENTORY"
@@ -89,6 +92,8 @@ EXAMPLES: dict[str, str] = {
     "  gpufleet mig import config.yaml --config all-1g.10gb",
     "mig export": "gpufleet mig export group_vars/gpu_nodes/mig.yml > config.yaml\n"
     "  gpufleet mig export layouts.yml --layout balanced",
+    "report": "gpufleet verify -i hosts.yml --json > verify.json; gpufleet report verify.json --html fleet.html\n"
+    "  gpufleet verify -i hosts.yml --html fleet.html      (run and write the page at once)",
     "run": "gpufleet run driver_upgrade -i hosts.yml -l gpu-a100-01\n"
     "  gpufleet run ./my_play.yml -i hosts.yml --list-hosts",
 }
@@ -194,6 +199,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the GPU health checks as JUnit XML (one testcase per host and GPU check) to FILE",
     )
+    verify.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the fleet report (one self-contained HTML page: hosts, GPUs, MIG slices, verdicts) to FILE",
+    )
+    report = _sub(
+        commands,
+        "report",
+        "report",
+        "show a saved `gpufleet verify --json` result as a fleet: a line per host, a cell per GPU (--html: a page)",
+    )
+    report.add_argument("result", metavar="RESULT_JSON", help="the file `gpufleet verify --json` wrote (- for stdin)")
+    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML fleet report to FILE (- stdout)")
     _add_run_options(
         _sub(commands, "facts", "facts", "collect GPU facts (playbooks/facts.yml)"), check=False, tags=False
     )
@@ -330,6 +348,21 @@ def _offline(args: argparse.Namespace, command: str, out: TextIO) -> int:
     return int(ExitCode.OK)
 
 
+def _report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``gpufleet report``: the fleet view of a saved verify result; 0 when shown (and written), 4 on bad input."""
+    try:
+        doc = load_result(args.result)
+        fleet = write_html(doc, args.html) if args.html else fleet_from_result(doc)
+    except GpufleetError as exc:
+        return _error(str(exc), ExitCode.BAD_INPUT, as_json=False, stdout=out, stderr=err)
+    if args.html == "-":
+        return int(ExitCode.OK)
+    render_fleet_text(fleet, Console(file=out, width=None if out.isatty() else 160))
+    if args.html:
+        out.write(f"wrote {args.html}\n")
+    return int(ExitCode.OK)
+
+
 def _ansible_options(args: argparse.Namespace, ask: Callable[[str], str]) -> api.AnsibleOptions:
     return api.AnsibleOptions(
         user=args.user,
@@ -379,6 +412,8 @@ def main(
     inp = stdin or sys.stdin
     args = build_parser().parse_args(argv)
     command = _command_name(args)
+    if command == "report":
+        return _report(args, out, err)
     as_json: bool = args.json
 
     if command in OFFLINE_COMMANDS or (command == "mig plan" and args.offline):
@@ -414,6 +449,15 @@ def main(
     }
     cancel = threading.Event()
     progress = None
+    html = getattr(args, "html", None)
+    if html is not None and (html == "-" or not os.path.isdir(os.path.dirname(os.path.abspath(html)))):
+        return _error(
+            f"--html {html}: not a file in an existing directory; name the page's file, e.g. fleet.html",
+            ExitCode.BAD_INPUT,
+            as_json=as_json,
+            stdout=out,
+            stderr=err,
+        )
     try:
         inventories = _inventories(args, os.environ)
         ansible = _ansible_options(args, getpass.getpass)
@@ -462,6 +506,12 @@ def main(
 
     if getattr(args, "junit", None):
         write_junit_xml(result, args.junit)
+    if getattr(args, "html", None):
+        try:
+            write_html(result.to_dict(), args.html)
+        except InputError as exc:
+            _show(result, command, out, err, as_json=as_json)
+            return _error(str(exc), ExitCode.BAD_INPUT, as_json=False, stdout=out, stderr=err)
     _show(result, command, out, err, as_json=as_json)
     if command == "verify":
         return verify_exit_code(result)
