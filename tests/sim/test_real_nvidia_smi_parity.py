@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _realclients import DRIVER_VERSION, REPO, RealClientError, RealClients, fetch
 
 from gpufleet_sim import hardware
-from gpufleet_sim.presets import build_state
+from gpufleet_sim.presets import build_state, list_presets
 
 DOC = REPO / "docs" / "simulator.md"
 # fields both nvidia-smis know, by the name NVIDIA prints in the CSV header
@@ -151,3 +151,81 @@ def test_processes_table_rows_are_nvidias_for_any_process(real: RealClients, lib
     # processes found" row), closing rule
     assert len(theirs) == 5 + max(1, sum(1 for _, name, _, _ in procs if name.strip(" ")))
     assert rows(_ours([], lib535, state)) == theirs
+
+
+# ---------------------------------------------------------------------------------------------- -q line for line
+
+# Lines NVIDIA's 535 binary fills from export-table slots the simulated library leaves empty: it prints
+# "Uninitialized" there, ours "N/A" (docs/simulator.md, parity table, row "-q").
+UNINITIALIZED = "Uninitialized"
+# NVIDIA's 535 reads the SRAM ECC counters of Ampere and newer through the export table too (N/A); ours prints
+# the state's counters.
+SRAM_LINES = ("SRAM Correctable", "SRAM Uncorrectable SEC-DED")
+
+
+def _query_log_state(kind: str) -> dict[str, object]:
+    """A state for the -q comparison: a preset as built, or an A100 pair with MIG devices, processes and faults."""
+    if kind != "A100 with MIG, processes and faults":
+        return build_state(kind, f"q-{kind}")
+    doc = build_state("2xA100-40GB", "q-mig")
+    doc["gpus"][0]["mig"]["current"] = doc["gpus"][0]["mig"]["pending"] = 1
+    hardware.inject_in(doc, doc["gpus"][1], "ecc-uncorrectable", {"count": 2})
+    hardware.inject_in(doc, doc["gpus"][1], "remap-pending", {})
+    hardware.inject_in(doc, doc["gpus"][1], "thermal-slowdown", {})
+    g1 = doc["gpus"][1]
+    g1["ecc"]["volatile"]["corrected"] = {"dram": 3, "sram": 2}
+    g1["persistence_mode"], g1["compute_mode"], g1["performance_state"] = 1, 3, 2
+    hardware.add_process_in(g1, 4242, "python3", 512)
+    g1["processes"].append({"pid": 999, "name": "Xorg", "used_memory_mib": None, "gi_id": None, "ci_id": None,
+                            "type": "G"})
+    return doc
+
+
+def _normalised(theirs: list[str], ours: list[str], blackwell: bool) -> list[str]:
+    """NVIDIA's lines with the documented differences replaced by what ours prints there (only there)."""
+    out = []
+    for their, our in zip(theirs, ours, strict=False):
+        key, _, value = their.partition(": ")
+        our_key, _, our_value = our.partition(": ")
+        timestamp = key.startswith("Timestamp") and our_key == key
+        uninitialized = value == UNINITIALIZED and our == f"{key}: N/A"
+        sram = key.strip() in SRAM_LINES and value == "N/A" and our_key == key and our_value.isdigit()
+        if timestamp or uninitialized or sram:
+            their = our
+        elif blackwell and their == f"{key}: Unknown" and key.strip() == "Product Architecture":
+            their = f"{key}: Blackwell"  # 535 predates Blackwell
+        out.append(their)
+    return out + theirs[len(ours):]
+
+
+DISPLAY_KINDS = ("1xT4", "A100 with MIG, processes and faults")
+
+
+@pytest.mark.parametrize("kind", [*list_presets(), "A100 with MIG, processes and faults"])
+def test_query_log_is_nvidias_line_for_line(real: RealClients, lib535: Path, tmp_path: Path, kind: str) -> None:
+    """Ours prints NVIDIA's -q and every -q -d type line for line; only the documented lines may differ."""
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(_query_log_state(kind)), encoding="utf-8")
+    if kind.startswith("A100 with MIG"):
+        created = real.run("nvidia-smi", ["mig", "-i", "0", "-cgi", "9,19", "-C"], lib535, state)
+        assert created.returncode == 0, created.stdout + created.stderr
+        doc = json.loads(state.read_text(encoding="utf-8"))
+        gi = next(gi for gi in doc["gpus"][0]["mig"]["gpu_instances"] if gi["profile_id"] == 9)
+        hardware.add_process_in(doc["gpus"][0], 777, "train.py", 1500, gi_id=gi["id"], ci_id=0)
+        state.write_text(json.dumps(doc), encoding="utf-8")
+    blackwell = json.loads(state.read_text(encoding="utf-8"))["gpus"][0]["architecture"] == 10
+    runs = [["-q"], ["-q", "-i", "0"]]
+    if kind in DISPLAY_KINDS:  # every -d type (and a bad one) on two layouts: Turing's ECC block and Ampere's
+        runs += [["-q", "-d", "memory,ECC,PIDS,accounting"], ["-q", "-d", "BOGUS"]]
+        runs += [["-q", "-d", shown] for shown in (
+            "MEMORY", "UTILIZATION", "ECC", "TEMPERATURE", "POWER", "CLOCK", "COMPUTE", "PIDS", "PERFORMANCE",
+            "SUPPORTED_CLOCKS", "PAGE_RETIREMENT", "ACCOUNTING", "ENCODER_STATS", "SUPPORTED_GPU_TARGET_TEMP",
+            "VOLTAGE", "FBC_STATS", "ROW_REMAPPER", "RESET_STATUS")]
+    for args in runs:
+        theirs = _lines(real.run("nvidia-smi", args, lib535, state), False)
+        ours = _lines(_ours(args, lib535, state), False)
+        assert theirs[-1] == ("exit 2" if "BOGUS" in args else "exit 0"), theirs
+        assert ours == _normalised(theirs, ours, blackwell), f"nvidia-smi {' '.join(args)}"
+    full = _lines(real.run("nvidia-smi", ["-q"], lib535, state), False)
+    assert "Function Not Found" not in "\n".join(full)
+    assert sum(line.startswith("GPU 0000") for line in full) == len(json.loads(state.read_text())["gpus"])

@@ -11,7 +11,7 @@ import os
 import sys
 
 from .. import hardware, store
-from . import _common, smi_mig, smi_query, smi_report
+from . import _common, smi_mig, smi_qlog, smi_query, smi_report
 from ._common import ToolError
 from .smi_common import Gpu, Smi
 
@@ -120,7 +120,8 @@ def _run(argv: list[str]) -> int:
         print(smi_report.list_gpus(smi, gpus))
         return _common.EXIT_OK
     if args.query:
-        print(smi_report.query(smi, gpus), end="")
+        display = smi_qlog.parse_display(args.display)
+        print(smi_qlog.query(smi, gpus, display), end="")
         return _common.EXIT_OK
     print(smi_report.summary(smi, gpus))
     return _common.EXIT_OK

@@ -1,4 +1,5 @@
-"""nvidia-smi's human reports: ``-q`` (the NVSMI LOG), ``-L``, and the default summary table."""
+"""nvidia-smi's human reports: ``-L`` and the default summary table (``-q`` is in ``smi_qlog``), and the process rows
+both use."""
 
 from __future__ import annotations
 
@@ -6,18 +7,10 @@ import time
 from typing import Any
 
 from . import _common
-from .smi_common import NA, Gpu, Smi, ci_name, on_off, profile_name
-from .smi_query import ARCHITECTURES, COMPUTE_MODES, EVENT_REASONS, FIELDS
+from .smi_common import NA, Gpu, Smi, ci_name, profile_name
+from .smi_query import FIELDS
 
 KEY_WIDTH = 42
-
-
-def _line(level: int, key: str, value: Any = None) -> str:
-    label = "    " * level + key
-    if value is None:
-        return label
-    shown = "N/A" if value == NA else _common.text(value)
-    return f"{label:<{KEY_WIDTH}}: {shown}"
 
 
 def _mib(value: int) -> int:
@@ -61,139 +54,12 @@ def _field(smi: Smi, gpu: Gpu, name: str) -> Any:
     return FIELDS[name][1](smi, gpu)
 
 
-def query(smi: Smi, gpus: list[Gpu]) -> str:
-    """``nvidia-smi -q``: the common sections of NVIDIA's report."""
-    out = ["", "==============NVSMI LOG==============", "",
-           _line(0, "Timestamp", time.strftime("%a %b %d %H:%M:%S %Y")),
-           _line(0, "Driver Version", smi.driver_version()),
-           _line(0, "CUDA Version", smi.cuda_version()), "",
-           _line(0, "Attached GPUs", smi.count())]
-    for gpu in gpus:
-        out.extend(_gpu_section(smi, gpu))
-    return "\n".join(out) + "\n"
-
-
-def _gpu_section(smi: Smi, gpu: Gpu) -> list[str]:
-    nv, h = smi.nvml, gpu.handle
-    arch = smi.call(nv.nvmlDeviceGetArchitecture, h)
-    mig = smi.mig_mode(h)
-    pci = nv.nvmlDeviceGetPciInfo(h)
-    out = [f"GPU {gpu.bus_id}",
-           _line(1, "Product Name", _field(smi, gpu, "name")),
-           _line(1, "Product Brand", "NVIDIA"),
-           _line(1, "Product Architecture", ARCHITECTURES.get(arch, NA) if arch != NA else NA),
-           _line(1, "Display Mode", "Disabled"),
-           _line(1, "Display Active", "Disabled"),
-           _line(1, "Persistence Mode", _field(smi, gpu, "persistence_mode")),
-           _line(1, "MIG Mode"),
-           _line(2, "Current", on_off(mig[0]) if mig else NA),
-           _line(2, "Pending", on_off(mig[1]) if mig else NA),
-           _line(1, "Accounting Mode", "Disabled"),
-           _line(1, "Serial Number", _field(smi, gpu, "serial")),
-           _line(1, "GPU UUID", _field(smi, gpu, "uuid")),
-           _line(1, "Minor Number", smi.call(nv.nvmlDeviceGetMinorNumber, h)),
-           _line(1, "VBIOS Version", _field(smi, gpu, "vbios_version")),
-           _line(1, "MultiGPU Board", "No"),
-           _line(1, "GPU Part Number", _common.text(smi.call(nv.nvmlDeviceGetBoardPartNumber, h))),
-           _line(1, "Inforom Version"),
-           _line(2, "Image Version", _field(smi, gpu, "inforom.img")),
-           _line(1, "PCI"),
-           _line(2, "Bus", f"0x{pci.bus:02X}"),
-           _line(2, "Device", f"0x{pci.device:02X}"),
-           _line(2, "Domain", f"0x{pci.domain:04X}"),
-           _line(2, "Device Id", f"0x{pci.pciDeviceId:08X}"),
-           _line(2, "Bus Id", gpu.bus_id),
-           _line(2, "Sub System Id", f"0x{pci.pciSubSystemId:08X}"),
-           _line(2, "GPU Link Info"),
-           _line(3, "PCIe Generation"),
-           _line(4, "Max", _field(smi, gpu, "pcie.link.gen.max")),
-           _line(4, "Current", _field(smi, gpu, "pcie.link.gen.current")),
-           _line(4, "Device Current", _field(smi, gpu, "pcie.link.gen.current")),
-           _line(4, "Device Max", _field(smi, gpu, "pcie.link.gen.gpumax")),
-           _line(3, "Link Width"),
-           _line(4, "Max", f"{_field(smi, gpu, 'pcie.link.width.max')}x"),
-           _line(4, "Current", f"{_field(smi, gpu, 'pcie.link.width.current')}x"),
-           _line(1, "Performance State", _field(smi, gpu, "pstate"))]
-    reasons = _field(smi, gpu, "clocks_event_reasons.active")
-    out.append(_line(1, "Clocks Event Reasons"))
-    for bit, label, level, _suffix in EVENT_REASONS:
-        active = NA if reasons == NA else ("Active" if int(reasons, 16) & bit else "Not Active")
-        out.append(_line(2 + level, label, active))
-    mem = nv.nvmlDeviceGetMemoryInfo(h)
-    reserved = _field(smi, gpu, "memory.reserved")
-    out += [_line(1, "FB Memory Usage"),
-            _line(2, "Total", f"{_mib(mem.total)} MiB"),
-            _line(2, "Reserved", NA if reserved == NA else f"{reserved} MiB"),
-            _line(2, "Used", f"{_field(smi, gpu, 'memory.used')} MiB"),
-            _line(2, "Free", f"{_mib(mem.free)} MiB"),
-            _line(1, "Compute Mode", COMPUTE_MODES.get(smi.call(nv.nvmlDeviceGetComputeMode, h), NA)),
-            _line(1, "Utilization"),
-            _line(2, "Gpu", f"{_field(smi, gpu, 'utilization.gpu')} %"),
-            _line(2, "Memory", f"{_field(smi, gpu, 'utilization.memory')} %"),
-            _line(1, "ECC Mode"),
-            _line(2, "Current", _field(smi, gpu, "ecc.mode.current")),
-            _line(2, "Pending", _field(smi, gpu, "ecc.mode.pending")),
-            _line(1, "ECC Errors")]
-    for counter in ("volatile", "aggregate"):
-        out += [_line(2, counter.capitalize()),
-                _line(3, "SRAM Correctable", _field(smi, gpu, f"ecc.errors.corrected.{counter}.sram")),
-                _line(3, "SRAM Uncorrectable", _field(smi, gpu, f"ecc.errors.uncorrected.{counter}.sram")),
-                _line(3, "DRAM Correctable", _field(smi, gpu, f"ecc.errors.corrected.{counter}.dram")),
-                _line(3, "DRAM Uncorrectable", _field(smi, gpu, f"ecc.errors.uncorrected.{counter}.dram"))]
-    out += _remapped_rows(smi, gpu)
-    out += [_line(1, "Temperature"),
-            _line(2, "GPU Current Temp", _temp(_field(smi, gpu, "temperature.gpu"))),
-            _line(2, "GPU Shutdown Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 0))),
-            _line(2, "GPU Slowdown Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 1))),
-            _line(2, "GPU Max Operating Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 3))),
-            _line(2, "Memory Max Operating Temp", _temp(smi.call(nv.nvmlDeviceGetTemperatureThreshold, h, 2))),
-            _line(1, "GPU Power Readings"),
-            _line(2, "Power Draw", _watts(_field(smi, gpu, "power.draw"))),
-            _line(2, "Current Power Limit", _watts(_field(smi, gpu, "enforced.power.limit"))),
-            _line(2, "Requested Power Limit", _watts(_field(smi, gpu, "power.limit"))),
-            _line(1, "Clocks"),
-            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.current.graphics"))),
-            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.current.sm"))),
-            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.current.memory"))),
-            _line(2, "Video", _mhz(_field(smi, gpu, "clocks.current.video"))),
-            _line(1, "Max Clocks"),
-            _line(2, "Graphics", _mhz(_field(smi, gpu, "clocks.max.graphics"))),
-            _line(2, "SM", _mhz(_field(smi, gpu, "clocks.max.sm"))),
-            _line(2, "Memory", _mhz(_field(smi, gpu, "clocks.max.memory")))]
-    out += _processes(smi, gpu)
-    return out
-
-
-def _temp(value: Any) -> Any:
-    return NA if value == NA else f"{value} C"
-
-
-def _watts(value: Any) -> Any:
-    return NA if value == NA else f"{value} W"
-
-
-def _mhz(value: Any) -> Any:
-    return NA if value == NA else f"{value} MHz"
-
-
-def _remapped_rows(smi: Smi, gpu: Gpu) -> list[str]:
-    nv = smi.nvml
-    rows = smi.call(nv.nvmlDeviceGetRemappedRows, gpu.handle)
-    if rows == NA:
-        return [_line(1, "Remapped Rows", NA)]
-    corr, unc, pending, failure = (int(v) for v in rows)
-    out = [_line(1, "Remapped Rows"),
-           _line(2, "Correctable Error", corr),
-           _line(2, "Uncorrectable Error", unc),
-           _line(2, "Pending", "Yes" if pending else "No"),
-           _line(2, "Remapping Failure Occurred", "Yes" if failure else "No")]
-    hist = smi.call(nv.nvmlDeviceGetRowRemapperHistogram, gpu.handle)
-    if hist != NA:
-        out.append(_line(2, "Bank Remap Availability Histogram"))
-        for label, attr in (("Max", "max"), ("High", "high"), ("Partial", "partial"), ("Low", "low"),
-                            ("None", "none")):
-            out.append(_line(3, label, f"{getattr(hist, attr)} bank(s)"))
-    return out
+def _line(level: int, key: str, value: Any = None) -> str:
+    label = "    " * level + key
+    if value is None:
+        return label
+    shown = "N/A" if value == NA else _common.text(value)
+    return f"{label:<{KEY_WIDTH}}: {shown}"
 
 
 def _processes(smi: Smi, gpu: Gpu) -> list[str]:
@@ -365,4 +231,4 @@ def _fit(line: str, width: int) -> str:
     return line
 
 
-__all__ = ["list_gpus", "process_name", "process_rows", "profile_name", "query", "summary"]
+__all__ = ["list_gpus", "process_name", "process_rows", "profile_name", "summary"]
