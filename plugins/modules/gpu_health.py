@@ -164,8 +164,10 @@ options:
     default: []
   dcgm_diag_level:
     description:
-      - Run C(dcgmi diag -r N) (1 quick, seconds; 2 medium, about 2 minutes; 3 long; 4 extended) and report it as
-        the host-wide C(dcgm_diag) check (fails on a non-zero exit or any C(Fail)/C(Error) result, as deepops).
+      - Run C(dcgmi diag -r N -j) (1 quick, seconds; 2 medium, about 2 minutes; 3 long; 4 extended) and report it as
+        the host-wide C(dcgm_diag) check, judged from DCGM's JSON - a failing test is CRITICAL (action C(drain), or
+        C(reset_gpu) when DCGM's severity is RESET) with the test, GPU and DCGM's words in C(evidence); a warning is
+        WARNING; output that is not DCGM's JSON, or no test, is UNKNOWN.
         0 turns it off. Needs the DCGM host engine (the C(nvidia_dcgm) role).
     type: int
     choices: [0, 1, 2, 3, 4]
@@ -252,7 +254,8 @@ health:
       description:
         - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(level),
           C(action), C(value), C(threshold), C(message), C(evidence) (for C(xid) - one entry per XID code and
-          subcode with its C(count), C(level), C(action) and the catalogue's words; else null).
+          subcode with its C(count), C(level), C(action) and the catalogue's words; for C(dcgm_diag) - one entry
+          per failing or warning DCGM test and GPU with DCGM's warnings; else null).
       type: list
       elements: dict
     gpus:
@@ -409,8 +412,8 @@ def dcgm_diag(module: AnsibleModule, level: int, host: str | None = None) -> dic
     if dcgmi is None:
         return hc.check("dcgm_diag", None, hc.FAIL, None, f"level {level} passes",
                         "dcgmi not found; install DCGM (the nvidia_dcgm role) or set dcgm_diag_level to 0")
-    rc, out, err = run_command(module, [dcgmi, "diag", *(["--host", host] if host else []), "-r", str(level)])
-    return hcmd.evaluate_dcgm_diag(level, rc, out + err)
+    rc, out, err = run_command(module, [dcgmi, "diag", *(["--host", host] if host else []), "-r", str(level), "-j"])
+    return hcmd.evaluate_dcgm_diag(level, rc, out, err)
 
 
 def container_smoke(module: AnsibleModule, runtime: str, image: str, gpu_count: int | None) -> dict[str, Any]:

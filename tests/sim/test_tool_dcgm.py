@@ -85,14 +85,22 @@ def test_diag_pass_then_fail(env: dict[str, str], engine: str) -> None:
     assert ok.returncode == 0, ok.stdout
     assert f"| Driver Version Detected   | {DRIVER_VERSION:<46} |" in ok.stdout.splitlines()
     hardware.inject("ecc-uncorrectable", "1", {"count": 2}, env["NVML_SIM_STATE"])
-    failed = dcgmi(env, "diag", "-r", "2", "--json", "--host", engine)
+    failed = dcgmi(env, "diag", "-r", "2", "-j", "--host", engine)
     assert failed.returncode == 1
     doc = json.loads(failed.stdout)
-    tests = {t["name"]: t["results"] for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"]}
-    assert [r["status"] for r in tests["Memory"]] == ["Pass", "Fail"]
-    assert tests["Memory"][1]["warnings"][0]["warning"] == (
-        "A volatile double-bit ECC error was detected on GPU 1 (2 errors).")
-    assert [r["status"] for r in tests["Software"]] == ["Pass", "Fail"]
+    # DCGM 4.x's keys (NVIDIA/DCGM testing/python3/tests/test_dcgm_diag.py): plugin names, entity results, summary
+    tests = {t["name"]: t for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"]}
+    assert [(r["entity_group"], r["entity_id"], r["status"]) for r in tests["memory"]["results"]] == [
+        ("GPU", 0, "Pass"), ("GPU", 1, "Fail")]
+    assert tests["memory"]["test_summary"] == {"status": "Fail"}
+    # DCGM_FR_VOLATILE_DBE_DETECTED (4), DCGM_FR_EC_HARDWARE_MEMORY (10), DCGM_ERROR_ISOLATE (2): dcgm_errors.h
+    assert tests["memory"]["results"][1]["warnings"] == [
+        {"warning": "A volatile double-bit ECC error was detected on GPU 1 (2 errors).", "error_id": 4,
+         "error_category": 10, "error_severity": 2}]
+    assert [r["status"] for r in tests["software"]["results"]] == ["Pass", "Fail"]
+    assert doc["metadata"]["Driver Version Detected"] == DRIVER_VERSION
+    assert doc["metadata"]["version"]
+    assert [e["entity_id"] for e in doc["entity_groups"][0]["entities"]] == [0, 1]
 
 
 def test_health_watches(env: dict[str, str], engine: str) -> None:

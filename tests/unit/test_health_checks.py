@@ -309,22 +309,6 @@ def test_thresholds_keep_given_values_and_drop_operational_options() -> None:
     assert "fail_on" not in got
 
 
-DIAG_CASES = [
-    ("pass", 0, "| Deployment | Pass |\n| Memory | Pass |\n", "ok", []),
-    ("fail-line", 0, "| Deployment | Pass |\n| Memory | Fail - GPU 2 DBE |\n", "fail", ["Memory | Fail - GPU 2 DBE"]),
-    ("error-line", 0, "Error: no host engine\n", "fail", ["Error: no host engine"]),
-    ("nonzero-exit", 226, "", "fail", 226),
-]
-
-
-@pytest.mark.parametrize(("rc", "output", "status", "value"), [c[1:] for c in DIAG_CASES],
-                         ids=[c[0] for c in DIAG_CASES])
-def test_dcgm_diag_table(rc: int, output: str, status: str, value: Any) -> None:
-    got = hcmd.evaluate_dcgm_diag(1, rc, output)
-    assert (got["name"], got["gpu"], got["status"], got["value"]) == ("dcgm_diag", None, status, value)
-    assert got["threshold"] == "level 1 passes"
-
-
 SMOKE_CASES = [
     ("all-listed", 0, "GPU 0: NVIDIA L40S (UUID: GPU-a)\nGPU 1: NVIDIA L40S (UUID: GPU-b)\n", "", 2, "ok",
      "the GPU container sees 2 GPU(s)"),

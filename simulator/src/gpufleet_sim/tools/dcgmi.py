@@ -68,25 +68,44 @@ def discovery(host: str) -> int:
     return 0
 
 
+def diag_json(answer: dict[str, Any]) -> dict[str, Any]:
+    """``dcgmi diag -j`` as DCGM 4.x prints it (NVIDIA/DCGM testing/python3/tests/test_dcgm_diag.py reads these keys):
+    ``DCGM Diagnostic.test_categories[].tests[]`` with the plugin's ``name``, per-entity ``results`` (``entity_group``,
+    ``entity_group_id``, ``entity_id``, ``status``, ``warnings[]`` with ``warning``, ``error_id``, ``error_category``,
+    ``error_severity``) and a ``test_summary``; then ``entity_groups`` and ``metadata``."""
+    categories: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in answer["results"]:
+        tests = categories.setdefault(r["category"], {})
+        warnings = [{"warning": e, **code} for e, code in zip(r["errors"], r.get("codes") or [], strict=False)]
+        tests.setdefault(r["name"], []).append(
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": r["gpu"], "status": r["status"],
+             **({"warnings": warnings} if warnings else {})})
+
+    def summary(results: list[dict[str, Any]]) -> dict[str, str]:
+        statuses = {res["status"] for res in results}
+        return {"status": "Fail" if "Fail" in statuses else "Pass" if "Pass" in statuses else "Skip"}
+
+    gpus = sorted({r["gpu"] for r in answer["results"]})
+    return {
+        "DCGM Diagnostic": {"test_categories": [
+            {"category": cat, "tests": [{"name": name, "results": res, "test_summary": summary(res)}
+                                        for name, res in tests.items()]}
+            for cat, tests in categories.items()]},
+        "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1,
+                           "entities": [{"entity_id": g, "device_id": d}
+                                        for g, d in zip(gpus, answer["device_ids"], strict=False)]}],
+        "metadata": {"version": answer.get("version", ""), "DCGM Version": answer.get("version", ""),
+                     "Driver Version Detected": answer["driver"], "GPU Device IDs": answer["device_ids"]},
+    }
+
+
 def diag(host: str, level: int, as_json: bool) -> int:
     """``dcgmi diag -r LEVEL``: table or ``--json``; exit 1 when a test fails."""
     answer = request(host, {"cmd": "diag", "level": level})
     results = answer["results"]
     failed = any(r["status"] == "Fail" for r in results)
     if as_json:
-        categories: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        for r in results:
-            tests = categories.setdefault(r["category"], {})
-            tests.setdefault(TEST_LABELS[r["name"]], []).append(
-                {"entity_group": "GPU", "entity_group_id": 1, "entity_id": r["gpu"], "status": r["status"],
-                 **({"warnings": [{"warning": e, "error_id": 1} for e in r["errors"]]} if r["errors"] else {})})
-        doc = {"DCGM Diagnostic": {
-            "test_categories": [{"category": cat, "tests": [{"name": name, "results": res}
-                                                            for name, res in tests.items()]}
-                                for cat, tests in categories.items()]},
-            "metadata": {"DCGM Version": answer.get("version", ""), "Driver Version Detected": answer["driver"],
-                         "GPU Device IDs": answer["device_ids"]}}
-        print(json.dumps(doc, indent=4))
+        print(json.dumps(diag_json(answer), indent=4))
         return 1 if failed else 0
     lines = ["Successfully ran diagnostic for group.", _sep(), _row("Diagnostic", "Result"), _sep("="),
              f"|-----  Metadata  ----------+{'-' * WIDTH_RIGHT}|",

@@ -51,7 +51,8 @@ class Engine:
             if level not in dcgm_checks.LEVEL_TESTS:
                 return {"ok": False, "error": f"Invalid run level {level}: must be 1, 2 or 3."}
             results = dcgm_checks.diag(self._state(), level)
-            return {"ok": True, "driver": self._driver(), "results": [asdict(r) for r in results],
+            return {"ok": True, "driver": self._driver(), "version": self.version,
+                    "results": [asdict(r) for r in results],
                     "device_ids": [g["device_id"] for g in self._gpus()]}
         if cmd == "health_set":
             try:
