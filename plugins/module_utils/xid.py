@@ -13,7 +13,9 @@ Rules beyond the table:
   decides (``Nonfatal`` -> INFO, ``Fatal`` -> CRITICAL reset). Without text (an NVML event) the severity is not
   known: WARNING, drain, and the entry says why.
 * 154 (recovery action changed): the action named in the text (GPU reset, node reboot, drain P2P...).
-* A code the catalogue does not list: WARNING, action none, "not in the catalogue": look it up, never "harmless".
+* A code the catalogue does not list, or lists without a resolution bucket (162-170): WARNING, action none: look it
+  up, never "harmless".
+* 171/172 (uncorrectable DRAM/SRAM error, the catalogue's "additional to Xid 48"): judged as Xid 48.
 """
 
 from __future__ import annotations
@@ -82,6 +84,13 @@ def classify(event: dict[str, Any]) -> dict[str, Any]:
         subcode, level, action, why = _nvlink5(text)
     elif code == 154:
         subcode, level, action, why = _xid154(text)
+    elif code in cat.DETAIL_OF:
+        base = cat.DETAIL_OF[code]
+        level, action = cat.BUCKETS[cat.CATALOGUE[base][2]]
+        why = f"details of XID {base} ({cat.CATALOGUE[base][1]}): judged as XID {base}"
+    elif not immediate:
+        level, action = cat.BUCKETS[immediate]
+        why = f"NVIDIA's catalogue gives no resolution for this code yet; look it up at {cat.SOURCE['url']}"
     else:
         level, action = cat.BUCKETS[immediate]
         why = f"NVIDIA's immediate action: {immediate}"

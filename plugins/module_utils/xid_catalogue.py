@@ -39,6 +39,8 @@ BUCKETS: dict[str, tuple[str, str]] = {
     "RESTART_BM": ("CRITICAL", "reboot"),
     "RESTART_VM": ("CRITICAL", "reboot"),
     "CONTACT_SUPPORT": ("CRITICAL", "rma"),
+    # The catalogue lists the code but no resolution bucket yet (162-172): watch it and look it up, never harmless.
+    "": ("WARNING", "none"),
 }
 
 # code: (mnemonic, description, immediate bucket, investigatory bucket)
@@ -103,7 +105,29 @@ CATALOGUE: dict[int, tuple[str, str, str, str]] = {
     157: ("RESOURCE_RETIREMENT_FAILURE", "Resource retirement failure", "RESET_GPU", "CONTACT_SUPPORT"),
     158: ("GPU_FATAL_TIMEOUT", "GPU fatal timeout", "RESET_GPU", "CONTACT_SUPPORT"),
     159: ("ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHI non-data error", "RESET_GPU", "CONTACT_SUPPORT"),
+    # 160-172 as the catalogue's sheet has them (checked against leptonai/gpud's catalog_generated.go, generated
+    # 2025-10-29 from NVIDIA's Xid-Catalog.xlsx): 160/161 IGNORE, 162-172 without a resolution bucket.
+    160: ("CHANNEL_RETIREMENT_EVENT", "Channel Retirement Event", "IGNORE", "INVESTIGATE_SW"),
+    161: ("CHANNEL_RETIREMENT_FAILURE", "Channel Retirement Failure", "IGNORE", "INVESTIGATE_SW"),
+    162: ("PSHC_REENGAGED", "Power Smoothing HW Circuitry capability reengaged", "", ""),
+    163: ("PSHC_DISENGAGED", "Power Smoothing HW Circuitry capability disengaged", "", ""),
+    164: ("PSHC_LOW_LIFETIME", "Power Smoothing HW Circuitry low lifetime reached", "", ""),
+    165: ("PSHC_ZERO_LIFETIME", "Power Smoothing HW Circuitry lifetime exhausted", "", ""),
+    166: ("NVLINK_SECURE_CRYPTO_ERR",
+          "CC traffic seen prior to link properly being configured for encrypted traffic", "", ""),
+    167: ("PCIE_FATAL_TIMEOUT", "PCIE_FATAL_TIMEOUT", "", ""),
+    168: ("REDUCED_GPU_MEMORY_CAPACITY", "Errors found in WPR (write protected region)", "", ""),
+    169: ("SEC2_HALT_ERROR", "Internal micro-controller halt", "", ""),
+    170: ("NVLINK_SECURE_OTHER", "Interrupt seen in CC mode", "", ""),
+    171: ("UNCORRECTABLE_DRAM_ERROR",
+          "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM", "", ""),
+    172: ("UNCORRECTABLE_SRAM_ERROR",
+          "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM", "", ""),
 }
+
+# Codes the catalogue describes as details of another code: judged by that code's bucket (171/172 say which part of
+# the memory an Xid 48 double-bit error hit, so they are as serious as Xid 48 itself).
+DETAIL_OF: dict[int, int] = {171: 48, 172: 48}
 
 # Xid 154's text names the recovery action the driver now asks for (the same values as NVML field 230).
 XID_154_ACTIONS: dict[str, tuple[str, str]] = {
