@@ -1,7 +1,15 @@
 """Simulated ``dcgm-exporter``: Prometheus ``/metrics`` with DCGM field names, for the fields in the counters file.
 
 Like the real exporter it embeds its own host engine (no ``nv-hostengine`` needed) and holds every GPU as a
-driver client while it runs. Each scrape reads NVML (and the XID history from the host's state).
+driver client while it runs. Each scrape reads NVML (and the XID history and MIG layout from the host's state).
+
+As NVIDIA's exporter does (the label order of NVIDIA/dcgm-exporter ``pkg/dcgmexporter/expcollector.go``):
+
+* On a GPU in MIG mode the profiling fields (``DCGM_FI_PROF_*``) are reported per GPU instance, with
+  ``GPU_I_PROFILE`` and ``GPU_I_ID`` after ``modelName``; ``DCGM_FI_DEV_GPU_UTIL`` is not reported for it (DCGM has
+  no whole-GPU utilisation in MIG mode, dcgm-exporter issue #430): the profiling fields replace it.
+* ``--hpc-job-mapping-dir DIR`` (or ``DCGM_HPC_JOB_MAPPING_DIR``): a file per GPU named by its index, one job id a
+  line; each sample of that GPU is repeated with an ``hpc_job`` label per job.
 """
 
 from __future__ import annotations
@@ -61,6 +69,10 @@ DCGM_FI_DEV_ROW_REMAP_FAILURE,           gauge,   Whether remapping of rows has 
 # Static configuration information
 DCGM_FI_DRIVER_VERSION,        label, Driver Version
 """
+HPC_ENV = "DCGM_HPC_JOB_MAPPING_DIR"
+PROF_PREFIX = "DCGM_FI_PROF_"
+# DCGM has no whole-GPU utilisation for a GPU in MIG mode.
+NOT_ON_MIG = frozenset({"DCGM_FI_DEV_GPU_UTIL"})
 
 
 @dataclass
@@ -99,6 +111,15 @@ def _mib(value: int) -> int:
     return int(value) // (1024 * 1024)
 
 
+def _ratio(value: float) -> str:
+    return f"{max(0.0, min(1.0, value)):.6f}"
+
+
+def _busy(gpu: dict[str, Any]) -> float:
+    """The simulated GPU's (or GPU instance's, see :meth:`Exporter._instances`) busy ratio from its utilisation."""
+    return float(gpu.get("utilization", {}).get("gpu", 0)) / 100
+
+
 def _xid(nv: Any, h: Any, gpu: dict[str, Any]) -> int:
     xids = [int(e["data"]) for e in gpu.get("events", []) if e.get("type") == 0x8]
     return xids[-1] if xids else 0
@@ -126,18 +147,53 @@ FIELDS: dict[str, Getter] = {
     "DCGM_FI_DEV_ROW_REMAP_PENDING": lambda nv, h, g: nv.nvmlDeviceGetRemappedRows(h)[2],
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": lambda nv, h, g: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
     "DCGM_FI_DEV_PSTATE": lambda nv, h, g: nv.nvmlDeviceGetPerformanceState(h),
+    # Profiling (DCP) fields; on a MIG GPU ``g`` is one GPU instance's share (see Exporter._instances).
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": lambda nv, h, g: _ratio(_busy(g)),
+    "DCGM_FI_PROF_SM_ACTIVE": lambda nv, h, g: _ratio(_busy(g) * 0.9),
+    "DCGM_FI_PROF_SM_OCCUPANCY": lambda nv, h, g: _ratio(_busy(g) * 0.5),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": lambda nv, h, g: _ratio(_busy(g) * 0.3),
+    "DCGM_FI_PROF_DRAM_ACTIVE": lambda nv, h, g: _ratio(float(g.get("utilization", {}).get("memory", 0)) / 100),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": lambda nv, h, g: 0,
+    "DCGM_FI_PROF_PCIE_RX_BYTES": lambda nv, h, g: 0,
 }
 
 
 class Exporter:
     """Renders the metrics page."""
 
-    def __init__(self, counters: list[Counter], hostname: str) -> None:
+    def __init__(self, counters: list[Counter], hostname: str, job_dir: str | None = None) -> None:
         self.counters = counters
         self.hostname = hostname
+        self.job_dir = Path(job_dir) if job_dir else None
         self.nv = _common.load_pynvml()
         _common.nvml_init(self.nv)
         self.lock = threading.Lock()
+
+    def _jobs(self, index: int) -> list[str]:
+        """The HPC jobs on GPU ``index``: the lines of ``<job dir>/<index>`` (none when there is no such file)."""
+        if self.job_dir is None:
+            return []
+        try:
+            text = (self.job_dir / str(index)).read_text(encoding="utf-8")
+        except OSError:
+            return []
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    @staticmethod
+    def _instances(gpu: dict[str, Any]) -> list[tuple[dict[str, str], dict[str, Any]]]:
+        """``(GPU_I_* labels, state view)`` per GPU instance of a GPU in MIG mode; empty otherwise. An instance
+        with a process of its own is as busy as the GPU; one without is idle."""
+        mig = gpu.get("mig") or {}
+        if not mig.get("current"):
+            return []
+        names = {p["id"]: p["name"] for p in mig.get("gi_profiles", [])}
+        busy_gis = {p.get("gi_id") for p in gpu.get("processes", [])}
+        out = []
+        for gi in sorted(mig.get("gpu_instances", []), key=lambda g: g["id"]):
+            labels = {"GPU_I_PROFILE": names.get(gi["profile_id"], "?"), "GPU_I_ID": str(gi["id"])}
+            view = dict(gpu) if gi["id"] in busy_gis else {**gpu, "utilization": {"gpu": 0, "memory": 0}}
+            out.append((labels, view))
+        return out
 
     def render(self) -> str:
         """The Prometheus text exposition of every counter on every GPU NVML can open."""
@@ -161,13 +217,20 @@ class Exporter:
                               **extra}
                 except nv.NVMLError:
                     continue
-                text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                gpu = state_gpus.get(index, {})
+                instances = self._instances(gpu)
+                jobs = self._jobs(index)
                 for field in samples:
-                    try:
-                        value = FIELDS[field](nv, handle, state_gpus.get(index, {}))
-                    except nv.NVMLError:
+                    if instances and field in NOT_ON_MIG:
                         continue
-                    samples[field].append(f"{field}{{{text}}} {value}")
+                    per = instances if instances and field.startswith(PROF_PREFIX) else [({}, gpu)]
+                    for mig_labels, view in per:
+                        try:
+                            value = FIELDS[field](nv, handle, view)
+                        except nv.NVMLError:
+                            continue
+                        samples[field] += [f"{field}{{{_labels(labels, mig_labels, job)}}} {value}"
+                                           for job in (jobs or [None])]
         out = []
         for counter in self.counters:
             if counter.kind == "label":
@@ -175,6 +238,18 @@ class Exporter:
             out += [f"# HELP {counter.field} {counter.help}", f"# TYPE {counter.field} {counter.kind}",
                     *samples[counter.field]]
         return "\n".join(out) + "\n"
+
+
+def _labels(base: dict[str, str], mig: dict[str, str], job: str | None) -> str:
+    """Labels in dcgm-exporter's order: gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID],
+    Hostname, then the label fields and ``hpc_job`` (sorted, as Go ranges over a map)."""
+    fixed = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
+    ordered = [(k, base[k]) for k in fixed] + list(mig.items()) + [("Hostname", base["Hostname"])]
+    rest = {k: v for k, v in base.items() if k not in fixed and k != "Hostname"}
+    if job is not None:
+        rest["hpc_job"] = job
+    ordered += sorted(rest.items())
+    return ",".join(f'{k}="{v}"' for k, v in ordered)
 
 
 def _handler(exporter: Exporter) -> type[BaseHTTPRequestHandler]:
@@ -204,6 +279,7 @@ def run(argv: list[str], version: str) -> int:
     p.add_argument("-f", "--collectors", default=DEFAULT_COUNTERS)
     p.add_argument("-a", "--address", default=":9400")
     p.add_argument("-v", "--version", action="store_true")
+    p.add_argument("--hpc-job-mapping-dir", default=os.environ.get(HPC_ENV) or None)
     args = p.parse_args(argv)
     if args.version:
         print(f"dcgm-exporter version {version}")
@@ -215,7 +291,7 @@ def run(argv: list[str], version: str) -> int:
         return 1
     host, _, port = args.address.rpartition(":")
     try:
-        exporter = Exporter(counters, socket.gethostname())
+        exporter = Exporter(counters, socket.gethostname(), args.hpc_job_mapping_dir)
         hardware.register_client(os.getpid(), NAME)  # before listening: a scraper that connects sees it held
         server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), _handler(exporter))
     except (_common.ToolError, OSError, ValueError) as exc:
