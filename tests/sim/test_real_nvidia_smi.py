@@ -344,6 +344,13 @@ def _links_up(g: dict[str, Any]) -> int:
     return sum(1 for up in g["nvlink"]["links"] if up)
 
 
+def _linked(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """NVLinks between two GPUs of a state: the smaller count of links up, when each reaches the other ("peers":
+    the GPUs its NVLink bridges reach; absent: every GPU, as through NVSwitches). docs/simulator.md."""
+    reach = all(other["index"] in one["nvlink"].get("peers", [other["index"]]) for one, other in ((a, b), (b, a)))
+    return min(_links_up(a), _links_up(b), 18) if reach and a is not b else 0
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_topology_matrix_follows_the_states_nvlinks(host: Callable[..., Host], preset: str) -> None:
     doc = build_state(preset, f"seed-{preset}")
@@ -359,13 +366,33 @@ def test_topology_matrix_follows_the_states_nvlinks(host: Callable[..., Host], p
     affinity = f"0-{cpus - 1}" if cpus > 1 else "0"
     expected = []
     for a in gpus:
-        cells = []
-        for b in gpus:
-            up = min(_links_up(a), _links_up(b), 18)
-            cells.append(" X " if a is b else f"NV{up}" if up else "NODE")
+        cells = [" X " if a is b else f"NV{_linked(a, b)}" if _linked(a, b) else "NODE" for b in gpus]
         expected.append("\t".join([f"GPU{a['index']}", *cells, affinity, "0", "", "N/A"]))
     assert lines[1:1 + len(gpus)] == expected
     assert "  NV#  = Connection traversing a bonded set of # NVLinks" in lines
+    # P2P over NVLink (and reads) between linked GPUs only; over PCIe never claimed
+    for index in ("n", "r", "p"):
+        p2p = [line.split("\t")[1:-1] for line in h.smi("topo", "-p2p", index).splitlines()[1:1 + len(gpus)]]
+        assert p2p == [["X" if a is b else "OK" if index != "p" and _linked(a, b) else "NS" for b in gpus]
+                       for a in gpus], index
+
+
+def test_bridged_a30_pairs_are_linked_only_to_their_partner(host: Callable[..., Host]) -> None:
+    """4xA30: NVLink bridges join GPUs 0-1 and 2-3 (the preset's "peers"); 0 and 2 meet through the host bridges."""
+    h = host("4xA30")
+    rows = [line.split("\t")[1:5] for line in h.smi("topo", "-m").splitlines()[1:5]]
+    assert rows == [[" X ", "NV4", "NODE", "NODE"], ["NV4", " X ", "NODE", "NODE"],
+                    ["NODE", "NODE", " X ", "NV4"], ["NODE", "NODE", "NV4", " X "]]
+    assert h.smi("topo", "-p", "-i", "0,2").splitlines() == [
+        "Device 0 is connected to device 2 by way of an on-CPU interconnect between PCIe host bridges.", ""]
+    assert h.smi("topo", "-n", "4", "-i", "1").splitlines() == [
+        "Device 1 is connected by way of an on-CPU interconnect between PCIe host bridges to device(s): 0, 2, 3", ""]
+    assert h.smi("topo", "-n", "3", "-i", "1").splitlines() == [
+        "Device 1 is not connected to other devices by the same PCIe host bridge.", ""]
+    assert h.smi("topo", "-c", "0").splitlines() == ["The GPUs that have an affinity with CPU 0 are:", "0, 1, 2, 3",
+                                                     ""]
+    assert h.smi("topo", "-c", str(os.cpu_count() or 1), rc=255).splitlines()[0] == \
+        "Failed to display GPUs with affinity for a given CPU information"
 
 
 # NVLink generation -> per-link speed NVIDIA's nvidia-smi prints (NVLink 3: 25 GB/s, 4: 26.5625, 5: 50 per direction)
@@ -385,6 +412,27 @@ def test_nvlink_status_follows_the_state(host: Callable[..., Host], preset: str)
         expected.append(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})")
         expected += [f"\t Link {k}: {NVLINK_SPEEDS[g['nvlink']['version']] if up else '<inactive>'}"
                      for k, up in enumerate(g["nvlink"]["links"])]
+    assert out.splitlines() == expected
+
+
+@pytest.mark.parametrize("preset", ["8xA100", "2xL40S"])
+def test_nvlink_error_counters_are_the_states(host: Callable[..., Host], preset: str) -> None:
+    doc = build_state(preset, f"seed-{preset}")
+    if doc["gpus"][0]["nvlink"]["links"]:
+        doc["gpus"][0]["nvlink"]["errors"] = [{"replay": 3, "recovery": 1, "crc_flit": 7, "crc_data": 2,
+                                               "ecc_data": 0}]
+        hardware.inject_in(doc, doc["gpus"][0], "nvlink-down", {"link": 1})
+    out = host(doc=doc).smi("nvlink", "-e", "-i", "0")
+    g = doc["gpus"][0]
+    expected = [f"GPU 0: {g['name']} (UUID: {g['uuid']})"] if g["nvlink"]["links"] else []
+    for link, up in enumerate(g["nvlink"]["links"]):
+        if not up:
+            continue  # only active links are listed
+        counts = (g["nvlink"].get("errors") or [{}] * (link + 1))
+        errors = counts[link] if link < len(counts) else {}
+        expected += [f"\t Link {link}: Replay Errors: {errors.get('replay', 0)}",
+                     f"\t Link {link}: Recovery Errors: {errors.get('recovery', 0)}",
+                     f"\t Link {link}: CRC Errors: {errors.get('crc_flit', 0)}", ""]
     assert out.splitlines() == expected
 
 

@@ -29,12 +29,15 @@ class Preset:
     count: int
     description: str
     nvswitch_count: int = 0
+    # NVLink bridges join the GPUs in pairs (0-1, 2-3, ...): each GPU's "nvlink.peers" names its partner. Without
+    # it, every GPU with NVLinks reaches every other one (NVSwitches, or a full mesh such as HGX A100's).
+    nvlink_bridged_pairs: bool = False
 
 
 PRESETS: dict[str, Preset] = {
     "8xH100-NVSwitch": Preset("H100-SXM5-80GB", 8, "HGX H100 8-GPU: 8x H100 SXM5 80GB on 4 NVSwitches", 4),
     "8xA100": Preset("A100-SXM4-80GB", 8, "HGX A100 8-GPU: 8x A100 SXM4 80GB"),
-    "4xA30": Preset("A30-24GB", 4, "PCIe server with 4x A30 24GB"),
+    "4xA30": Preset("A30-24GB", 4, "PCIe server with 4x A30 24GB", nvlink_bridged_pairs=True),
     "2xL40S": Preset("L40S", 2, "PCIe server with 2x L40S (no MIG)"),
     "1xH200": Preset("H200-141GB", 1, "one H200 141GB"),
     "2xA100-40GB": Preset("A100-SXM4-40GB", 2, "2x A100 SXM4 40GB"),
@@ -43,13 +46,14 @@ PRESETS: dict[str, Preset] = {
     "8xB200-NVSwitch": Preset("B200-180GB", 8, "HGX B200 8-GPU: 8x B200 180GB on 2 NVLink 5 switch chips", 2),
     "4xGB200": Preset("GB200-186GB", 4, "one GB200 NVL72 compute tray: 4x GB200 (NVLink switches sit in other trays)"),
     "1xGH200": Preset("GH200-96GB", 1, "one GH200 Grace Hopper superchip (H100 96GB)"),
-    "2xH100-NVL": Preset("H100-NVL-94GB", 2, "PCIe server with an H100 NVL pair (94GB each)"),
+    "2xH100-NVL": Preset("H100-NVL-94GB", 2, "PCIe server with an H100 NVL pair (94GB each)",
+                         nvlink_bridged_pairs=True),
     "1xA100-80GB-PCIe": Preset("A100-PCIE-80GB", 1, "PCIe server with one A100 80GB PCIe"),
     "4xRTX-PRO-6000": Preset("RTX-PRO-6000-96GB", 4, "PCIe server with 4x RTX PRO 6000 Blackwell Server Edition"),
     "1xA100-40GB-PCIe": Preset("A100-PCIE-40GB", 1, "PCIe server with one A100 PCIe 40GB"),
-    "2xH100-PCIe": Preset("H100-PCIE-80GB", 2, "PCIe server with 2x H100 PCIe 80GB"),
+    "2xH100-PCIe": Preset("H100-PCIE-80GB", 2, "PCIe server with 2x H100 PCIe 80GB", nvlink_bridged_pairs=True),
     "1xGH200-144GB": Preset("GH200-144GB", 1, "one GH200 Grace Hopper superchip with 144GB HBM3e"),
-    "2xH200-NVL": Preset("H200-NVL-141GB", 2, "PCIe server with an H200 NVL pair"),
+    "2xH200-NVL": Preset("H200-NVL-141GB", 2, "PCIe server with an H200 NVL pair", nvlink_bridged_pairs=True),
 }
 
 
@@ -205,4 +209,8 @@ def build_state(preset: str, host_seed: str) -> dict[str, Any]:
     }
     if spec.nvswitch_count:
         doc["nvswitch"] = {"count": spec.nvswitch_count, "fabric_manager_required": True}
+    if spec.nvlink_bridged_pairs:
+        for gpu in doc["gpus"]:
+            partner = gpu["index"] ^ 1
+            gpu["nvlink"]["peers"] = [partner] if partner < spec.count else []
     return doc

@@ -420,6 +420,8 @@ unsigned long long sim_processes_mib(const cJSON *g, int gi, int ci);
 int sim_process_kind(const cJSON *p);
 /* NVLinks up on a GPU (nvlink.links entries that are 1) */
 unsigned int sim_nvlinks_up(const cJSON *g);
+/* NVLinks between two GPUs (nvmlsim_topo.c): 0 unless both have links up and reach each other (nvlink.peers) */
+unsigned int sim_nvlinks_between(const cJSON *a, const cJSON *b);
 /* one process as NVIDIA's 535 nvidia-smi receives it from the export table: the fields of nvml.h's
  * nvmlProcessDetail_v1_t followed by the process name (0x1020 bytes, found by disassembling the binary) */
 typedef struct sim_process_detail {

@@ -69,8 +69,8 @@ static nvmlReturn_t export_mps_processes(nvmlDevice_t device, unsigned int *coun
  * unsigned int *path) with the PCI bus id strings of two GPUs ("00000000:18:00.0") and *path an index into the
  * matrix's words: 0 PIX, 1 PXB, 2 PHB, 3 NODE, 4 SYS, 5 + n - 1 "NV<n>" (n = 1..18). The state has no PCIe tree
  * and places every GPU near every CPU of the host (nvmlDeviceGetCpuAffinity), so two GPUs meet through the host
- * bridges of one NUMA node (NODE) unless both have NVLinks up: then NV<n>, n the smaller count of links up (every
- * GPU with NVLink reaches every other one, as through NVSwitches). The binary then asks the public API
+ * bridges of one NUMA node (NODE) unless NVLinks join them: then NV<n>, n = sim_nvlinks_between (nvmlsim_topo.c:
+ * the smaller count of links up, between GPUs that reach each other by nvlink.peers or a switched fabric). The binary then asks the public API
  * (nvmlDeviceGetNvLinkRemotePciInfo_v2, field NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT) and keeps this answer
  * when those report no link. The simulator's nvidia-smi draws the same matrix. */
 #define EXPORT_SLOT_GPU_PATH 0xb8
@@ -118,7 +118,7 @@ static nvmlReturn_t export_gpu_path(const char *bus_id_a, const char *bus_id_b, 
         return NVML_ERROR_INVALID_ARGUMENT;
     if ((rc = gpu_by_bus_id(bus_id_a, &a)) != NVML_SUCCESS || (rc = gpu_by_bus_id(bus_id_b, &b)) != NVML_SUCCESS)
         return rc;
-    up = sim_nvlinks_up(a) < sim_nvlinks_up(b) ? sim_nvlinks_up(a) : sim_nvlinks_up(b);
+    up = sim_nvlinks_between(a, b);
     if (up > PATH_MAX_NVLINKS)
         up = PATH_MAX_NVLINKS;
     *path = up ? PATH_NV1 + up - 1 : PATH_NODE;
@@ -208,6 +208,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned i
 
 /* nvml.h field ids nvidia-smi -q asks for */
 #define FI_DEV_NVLINK_LINK_COUNT 91
+#define FI_DEV_NVLINK_ERROR_DL_REPLAY 161   /* per link: the link's counters in nvlink.errors (nvidia-smi nvlink -e) */
+#define FI_DEV_NVLINK_ERROR_DL_RECOVERY 162
+#define FI_DEV_NVLINK_ERROR_DL_CRC 163
 #define FI_DEV_NVLINK_GET_SPEED 164 /* per link (scope = link): MBps */
 #define FI_DEV_NVLINK_GET_STATE 165 /* per link: 1 up, 0 down */
 #define FI_DEV_POWER_MIN_LIMIT 187
@@ -251,6 +254,13 @@ static nvmlReturn_t nvlink_field(const cJSON *g, unsigned int id, unsigned int l
         *out = (cJSON_IsNumber(entry) && entry->valuedouble != 0) || cJSON_IsTrue(entry) ? 1U : 0U;
         return NVML_SUCCESS;
     }
+    if (id >= FI_DEV_NVLINK_ERROR_DL_REPLAY && id <= FI_DEV_NVLINK_ERROR_DL_CRC) {
+        /* the counters nvmlDeviceGetNvLinkErrorCounter reads: replay, recovery, CRC flit (absent = 0) */
+        static const char *const names[] = {"replay", "recovery", "crc_flit"};
+        const cJSON *errors = cJSON_GetArrayItem(sim_jpath(g, "nvlink.errors"), (int)link);
+        *out = (unsigned int)sim_jint(errors, names[id - FI_DEV_NVLINK_ERROR_DL_REPLAY], 0);
+        return NVML_SUCCESS;
+    }
     switch (sim_jint(g, "nvlink.version", 0)) {
     case 3: *out = 25000U; return NVML_SUCCESS;
     case 4: *out = 26562U; return NVML_SUCCESS;
@@ -276,7 +286,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
         v->latencyUsec = 0;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         memset(&v->value, 0, sizeof(v->value));
-        if (v->fieldId == FI_DEV_NVLINK_GET_STATE || v->fieldId == FI_DEV_NVLINK_GET_SPEED) {
+        if (v->fieldId == FI_DEV_NVLINK_GET_STATE || v->fieldId == FI_DEV_NVLINK_GET_SPEED ||
+            (v->fieldId >= FI_DEV_NVLINK_ERROR_DL_REPLAY && v->fieldId <= FI_DEV_NVLINK_ERROR_DL_CRC)) {
             v->nvmlReturn = nvlink_field(r.g, v->fieldId, v->scopeId, &v->value.uiVal);
             continue;
         }

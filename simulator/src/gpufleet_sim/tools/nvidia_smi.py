@@ -11,7 +11,7 @@ import os
 import sys
 
 from .. import hardware, store
-from . import _common, smi_mig, smi_qlog, smi_query, smi_report
+from . import _common, smi_links, smi_mig, smi_qlog, smi_query, smi_report
 from ._common import ToolError
 from .smi_common import Gpu, Smi
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None, version: str | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     if argv and argv[0] in ("mig", "topo", "nvlink"):
-        sub = {"mig": smi_mig.main, "topo": _topo, "nvlink": _nvlink}[argv[0]]
+        sub = {"mig": smi_mig.main, "topo": smi_links.topo, "nvlink": smi_links.nvlink}[argv[0]]
         return int(sub(argv[1:]))
     args = _parser().parse_args(argv)
     if args.help:
@@ -250,75 +250,6 @@ def _require_root() -> bool:
         return bool(store.load().get("require_root", True))
     except store.StateError:
         return True
-
-
-def _topo(argv: list[str]) -> int:
-    if argv not in (["-m"], ["--matrix"]):
-        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
-    smi = Smi()
-    gpus = smi.select(None)
-    links = {g.index: _nvlinks(smi, g) for g in gpus}
-    cpus = os.cpu_count() or 1
-    # 535 underlines the header with ANSI escapes whether or not stdout is a terminal
-    header = ("\t\x1b[4m" + "\t".join(f"GPU{g.index}" for g in gpus)
-              + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m")
-    lines = [header]
-    for a in gpus:
-        cells = []
-        for b in gpus:
-            if a.index == b.index:
-                cells.append(" X ")
-            else:
-                # every GPU with NVLinks up reaches every other one; without, PCIe through the host bridges of the
-                # one NUMA node the state implies (the simulated library answers NVIDIA's binary the same)
-                up = min(sum(links[a.index]), sum(links[b.index]), 18)
-                cells.append(f"NV{up}" if up else "NODE")
-        lines.append(f"GPU{a.index}\t" + "\t".join(cells) + f"\t0-{cpus - 1}\t0\t\tN/A")
-    lines += ["", "Legend:", "",
-              "  X    = Self",
-              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
-              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a "
-              "NUMA node",
-              "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-              "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
-              "  PIX  = Connection traversing at most a single PCIe bridge",
-              "  NV#  = Connection traversing a bonded set of # NVLinks"]
-    print("\n".join(lines))
-    return _common.EXIT_OK
-
-
-def _nvlinks(smi: Smi, gpu: Gpu) -> list[int]:
-    """State (1 up / 0 down) of each NVLink of a GPU, by asking NVML link by link."""
-    nv = smi.nvml
-    states = []
-    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
-        try:
-            states.append(int(nv.nvmlDeviceGetNvLinkState(gpu.handle, link)))
-        except (nv.NVMLError_InvalidArgument, nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
-            break
-    return states
-
-
-def _nvlink(argv: list[str]) -> int:
-    parser = _Parser(prog="nvidia-smi nvlink", add_help=False, allow_abbrev=False)
-    parser.add_argument("-s", "--status", action="store_true")
-    parser.add_argument("-i", "--id", dest="gpu")
-    args = parser.parse_args(argv)
-    if not args.status:
-        raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
-    smi = Smi()
-    nv = smi.nvml
-    speeds = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}
-    for gpu in smi.select(args.gpu):
-        links = _nvlinks(smi, gpu)
-        if not links:
-            continue  # 535 prints nothing for a GPU without NVLink
-        name = _common.text(nv.nvmlDeviceGetName(gpu.handle))
-        print(f"GPU {gpu.index}: {name} (UUID: {_common.text(nv.nvmlDeviceGetUUID(gpu.handle))})")
-        version = smi.call(nv.nvmlDeviceGetNvLinkVersion, gpu.handle, 0, default=4)
-        for link, up in enumerate(links):
-            print(f"\t Link {link}: {speeds.get(int(version), '25 GB/s') if up else '<inactive>'}")
-    return _common.EXIT_OK
 
 
 if __name__ == "__main__":
