@@ -12,6 +12,7 @@ third already match, a third have MIG off, a third carry another layout. Prints 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -125,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     fleet = build_fleet(args.hosts, args.gpus, args.seed)
-    ml._pack.cache_clear()  # time a cold placement cache, as a fresh controller process would have
+    # time cold caches (placements, verdicts, plans), as a fresh controller process would have them
+    ml._pack.cache_clear()
+    ml._VALIDATED.clear()
+    ml._GPU_CONFIGS.clear()
+    mpl._PLANNED.clear()
     changed = actions = 0
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     validate_s = 0.0
     for entries, devices, current in fleet:
         t0 = time.perf_counter()
@@ -136,14 +141,16 @@ def main(argv: list[str] | None = None) -> int:
         for gpu_plan in mpl.plan(current, desired):
             changed += gpu_plan.changed
             actions += len(gpu_plan.actions)
-    total = time.perf_counter() - started
+    total, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     n_gpus = args.hosts * args.gpus
     sys.stdout.write(
         f"fleet: {args.hosts} hosts x {args.gpus} GPUs = {n_gpus} GPUs (seed {args.seed})\n"
-        f"validate + plan: {total:.3f} s total (validate {validate_s:.3f} s, plan {total - validate_s:.3f} s)\n"
+        f"validate + plan: {total:.3f} s total (validate {validate_s:.3f} s, plan {total - validate_s:.3f} s); "
+        f"CPU time {cpu:.3f} s; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n"
         f"per host: {total / args.hosts * 1e3:.3f} ms; per GPU: {total / n_gpus * 1e6:.1f} us\n"
         f"GPUs with changes: {changed}; actions planned: {actions}\n"
-        f"placement cache: {ml._pack.cache_info()}\n")
+        f"placement cache: {ml._pack.cache_info()}\n"
+        f"distinct host verdicts: {len(ml._VALIDATED)}; distinct GPU plans: {len(mpl._PLANNED)}\n")
     return 0
 
 

@@ -110,6 +110,27 @@ class GpuConfig:
                    mode_change_requires_reset=bool(data.get("mode_change_requires_reset", True)),
                    gpu_instances=gis, profile_names=dict(data.get("profile_names") or {}))
 
+    def copy(self) -> GpuConfig:
+        """A copy that shares the immutable instance specs (and the fingerprint, while the copy is unchanged)."""
+        twin = GpuConfig(self.index, self.model, self.mig_enabled, self.entry, self.mig_capable,
+                         self.mode_change_requires_reset, list(self.gpu_instances), dict(self.profile_names))
+        twin._fingerprint = self.fingerprint
+        twin._fingerprint_of = self._fingerprint_of  # equal to the twin's state: same specs, same objects
+        return twin
+
+    def _state(self) -> tuple[Any, ...]:
+        return (self.index, self.model, self.mig_enabled, self.mig_capable, self.mode_change_requires_reset,
+                tuple(self.gpu_instances))
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything the planner reads from this config, as one string (its cache key); recomputed when the
+        config was changed since."""
+        state = self._state()
+        if getattr(self, "_fingerprint_of", None) != state:
+            self._fingerprint, self._fingerprint_of = repr(state), state
+        return self._fingerprint
+
     @property
     def profile_counts(self) -> dict[str, int]:
         """Requested GI profiles and how many of each."""
@@ -367,6 +388,31 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
     return GpuConfig(gpu.index, model.name, True, entry.position, True, reset, gis, renamed)
 
 
+# One entry on one model gives the same config on every GPU (and host) it matches: accepted configs by the repr of
+# the raw entry and what the validator reads of the GPU, reused with the GPU's index. Refusals are not kept (their
+# messages name the GPU).
+_GPU_CONFIGS: dict[tuple[str, str | None, bool | None, str], GpuConfig] = {}
+
+
+def _validate_gpu_cached(raw: Any, entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuConfig | None:
+    try:
+        key = (repr(raw), gpu.model.cache_key if gpu.model else None, gpu.mig_capable, gpu.label)
+    except RecursionError:
+        return _validate_gpu(entry, gpu, problems)
+    template = _GPU_CONFIGS.get(key)
+    if template is None:
+        before = len(problems)
+        config = _validate_gpu(entry, gpu, problems)
+        if config is not None and len(problems) == before:
+            if len(_GPU_CONFIGS) >= _VALIDATED_MAX:
+                _GPU_CONFIGS.clear()
+            _GPU_CONFIGS[key] = config.copy()
+        return config
+    config = template.copy()
+    config.index = gpu.index
+    return config
+
+
 def _not_offered(gpu: GpuInfo, model: GpuModel, name: str) -> str:
     if model.from_host:
         return (f"{gpu.title}: profile '{name}' is not offered by this GPU (its driver's MIG profile table); it "
@@ -434,10 +480,31 @@ def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "
     if unmatched not in ("error", "ignore"):
         raise ValueError(f"unmatched must be 'error' or 'ignore', got {unmatched!r}")
     try:
-        return _validate(entries, gpus, unmatched, absent)
+        key = repr((entries, gpus, unmatched, tuple(absent)))
     except RecursionError:
-        raise LayoutError(["the layout or the GPU list is nested too deeply; a layout is a list of entries whose "
-                           "values are mappings of profile to count"]) from None
+        key = None
+    known = _VALIDATED.get(key) if key is not None else None
+    if known is None:
+        try:
+            known = _validate(entries, gpus, unmatched, absent)
+        except LayoutError as exc:
+            known = exc
+        except RecursionError:
+            known = LayoutError(["the layout or the GPU list is nested too deeply; a layout is a list of entries "
+                                 "whose values are mappings of profile to count"])
+        if key is not None:
+            if len(_VALIDATED) >= _VALIDATED_MAX:
+                _VALIDATED.clear()
+            _VALIDATED[key] = known
+    if isinstance(known, LayoutError):
+        raise LayoutError(known.problems)
+    return [config.copy() for config in known]
+
+
+# Fleets share layouts and GPU tables: validate's verdicts by the repr of its inputs (JSON-like data, whose repr
+# tells every difference that matters: types, order, values). Callers get copies.
+_VALIDATED: dict[str, list[GpuConfig] | LayoutError] = {}
+_VALIDATED_MAX = 4096
 
 
 def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, absent: Sequence[int]
@@ -476,7 +543,7 @@ def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, a
             if unmatched == "error":
                 problems.append(f"{gpu.title}: no layout entry matches it; add an entry for it or use devices: all")
             continue
-        config = _validate_gpu(matches[0], gpu, problems)
+        config = _validate_gpu_cached(entries[matches[0].position], matches[0], gpu, problems)
         if config is not None:
             result.append(config)
     known = {g.index for g in infos} | set(absent)

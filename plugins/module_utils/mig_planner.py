@@ -256,8 +256,37 @@ def _plan_instances(index: int, model: GpuModel, existing: list[ExistingGi], des
     return actions
 
 
+# Fleets repeat the same (current state, desired config) pairs: plans by the repr of the GPU's state without its
+# UUID and the config's fingerprint. Callers get copies; the UUID is the caller's.
+_PLANNED: dict[str, tuple[str | None, list[dict[str, Any]], str] | LayoutError] = {}
+_PLANNED_MAX = 8192
+
+
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
+    config = None if desired is None else GpuConfig.from_dict(desired)
+    try:
+        key = repr(([(k, v) for k, v in current.items() if k != "uuid"], config and config.fingerprint))
+    except RecursionError:
+        key = None
+    known = _PLANNED.get(key) if key is not None else None
+    if known is None:
+        try:
+            fresh = _plan_gpu(current, config)
+            known = (fresh.model, fresh.actions, fresh.note)
+        except LayoutError as exc:
+            known = exc
+        if key is not None:
+            if len(_PLANNED) >= _PLANNED_MAX:
+                _PLANNED.clear()
+            _PLANNED[key] = known
+    if isinstance(known, LayoutError):
+        raise LayoutError(known.problems)
+    model, actions, note = known
+    return GpuPlan(int(current["index"]), current.get("uuid"), model, [dict(a) for a in actions], note)
+
+
+def _plan_gpu(current: Mapping[str, Any], desired: GpuConfig | None) -> GpuPlan:
     index = int(current["index"])
     model = model_for(current)  # the GPU's own profile table when it carries one
     label = model.name if model else current.get("model") or current.get("name")
@@ -265,7 +294,7 @@ def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] 
     if desired is None:
         result.note = "not managed by the layout"
         return result
-    config = GpuConfig.from_dict(desired)
+    config = desired
     if model is None and config.model:
         model = find_model(config.model)
         result.model = result.model or config.model
