@@ -62,3 +62,30 @@ def test_metrics_show_every_gpu_of_the_host(address) -> None:
     gpus = sorted({int(m) for m in re.findall(r'(?m)^DCGM_FI_DEV_GPU_TEMP\{[^}]*\bgpu="(\d+)"', text)})
     assert gpus == [0, 1, 2, 3]
     assert re.search(r'(?m)^DCGM_FI_DEV_GPU_TEMP\{[^}]*UUID="GPU-[0-9a-f-]+"', text)
+
+
+def test_a30_host_gets_the_profiling_counters(host) -> None:
+    """The A30 is MIG-capable: nvidia_dcgm_exporter_profiling auto adds the DCGM_FI_PROF_* counters."""
+    fields = [line.split(",")[0] for line in host.file("/etc/dcgm-exporter/gpufleet-counters.csv").content_string
+              .splitlines() if line.startswith("DCGM_FI_")]
+    assert "DCGM_FI_DEV_GPU_UTIL" in fields
+    assert [f for f in fields if f.startswith("DCGM_FI_PROF_")] == [
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES"]
+
+
+def test_hpc_job_mapping_labels_the_gpu_of_a_job(host, address) -> None:
+    """A job file in the role's job-mapping directory (as a Slurm prolog writes it) labels that GPU's metrics."""
+    dropin = host.file("/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpufleet.conf").content_string
+    assert "Environment=DCGM_HPC_JOB_MAPPING_DIR=/run/gpufleet/dcgm-jobs" in dropin.splitlines()
+    assert "d /run/gpufleet/dcgm-jobs 0755 root root -" in host.file(
+        "/etc/tmpfiles.d/gpufleet-dcgm-job-mapping.conf").content_string.splitlines()
+    host.run_expect([0], "echo 4242 > /run/gpufleet/dcgm-jobs/2")
+    try:
+        with urllib.request.urlopen(f"http://{address}:9400/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    finally:
+        host.run_expect([0], "rm -f /run/gpufleet/dcgm-jobs/2")
+    labelled = re.findall(r'(?m)^DCGM_FI_DEV_GPU_TEMP\{[^}]*\bgpu="(\d+)"[^}]*\bhpc_job="4242"', text)
+    assert labelled == ["2"]
