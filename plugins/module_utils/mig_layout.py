@@ -343,6 +343,7 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
         if count > profile.instance_count:
             problems.append(f"{gpu.title}: {count} x {name} requested, but {model.name} offers at most "
                             f"{profile.instance_count} x {name}")
+    _check_media_engines(gpu, profiles, problems)
     compute = sum(profiles[n].compute_slices * c for n, c in counts.items() if n in profiles)
     if len(profiles) == len(counts) and compute > model.compute_slices:
         problems.append(f"{gpu.title}: {_describe_counts(counts)} need {compute} compute slices; {model.name} has "
@@ -411,6 +412,21 @@ def _validate_gpu_cached(raw: Any, entry: LayoutEntry, gpu: GpuInfo, problems: l
     config = template.copy()
     config.index = gpu.index
     return config
+
+
+def _check_media_engines(gpu: GpuInfo, profiles: Mapping[str, GiProfile], problems: list[str]) -> None:
+    """A ``+me.all`` GPU instance holds all of the GPU's decode, encode, JPEG and OFA engines (NVML API reference,
+    NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME / 2_SLICE_ALL_ME), so only ``-me`` instances (no media engines,
+    NVML_GPU_INSTANCE_PROFILE_*_NO_ME) can sit beside it."""
+    all_me = [p.name for p in profiles.values() if p.name.endswith("+me.all")]
+    others = [p.name for p in profiles.values() if not p.name.endswith(("+me.all", "-me"))]
+    if all_me and others:
+        problems.append(f"{gpu.title}: {all_me[0]} takes all of the GPU's media engines (decode, encode, JPEG, OFA), "
+                        f"so the other GPU instances beside it must be -me profiles (no media engines); "
+                        f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not")
+    elif len(all_me) > 1:
+        problems.append(f"{gpu.title}: {' and '.join(all_me)} each take all of the GPU's media engines; request one "
+                        "+me.all GPU instance at most")
 
 
 def _not_offered(gpu: GpuInfo, model: GpuModel, name: str) -> str:

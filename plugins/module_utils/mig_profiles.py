@@ -468,7 +468,8 @@ MODELS: tuple[GpuModel, ...] = (
                     "gpu-operator 0400: RTX-PRO-6000-96GB filter"),
            inferred=("ids of 4g.96gb (0) and 4g.96gb+gfx (32)", "placements (one -lgipp transcript; variants presumed)",
                      "4g MiB and the total", "enums of the attribute variants", "NVML name",
-                     "the +me.all / -me exclusion rules are not modelled")),
+                     "+me.all beside -me profiles only (from NVML's ALL_ME / NO_ME definitions; not listed by "
+                     "NVIDIA as a rule)")),
 )
 
 

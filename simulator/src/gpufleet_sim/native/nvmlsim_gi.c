@@ -121,6 +121,30 @@ static int capacity(const cJSON *g, const cJSON *prof, unsigned long long mask, 
     return n;
 }
 
+static int name_ends(const cJSON *prof, const char *suffix)
+{
+    const char *name = sim_jstr(prof, "name");
+    size_t n = name ? strlen(name) : 0, k = strlen(suffix);
+    return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* a "+me.all" GPU instance holds every media engine (NVML: "1_SLICE profile with all of GPU Decode, Encoder,
+ * JPEG, OFA engines"): beside it only "-me" instances (no media engines) fit, as on the driver */
+static int media_conflict(const cJSON *g, const cJSON *prof)
+{
+    const cJSON *gi;
+    int all_me = name_ends(prof, "+me.all"), no_me = name_ends(prof, "-me");
+    cJSON_ArrayForEach(gi, sim_jpath(g, "mig.gpu_instances"))
+    {
+        const cJSON *other = sim_gi_profile_by_id(g, (unsigned int)sim_jint(gi, "profile_id", -1));
+        if (!other)
+            continue;
+        if ((all_me && !name_ends(other, "-me")) || (!no_me && name_ends(other, "+me.all")))
+            return 1;
+    }
+    return 0;
+}
+
 static int cmp_profiles(const void *a, const void *b)
 {
     const cJSON *pa = *(const cJSON *const *)a, *pb = *(const cJSON *const *)b;
@@ -475,7 +499,7 @@ static nvmlReturn_t create_gi(const char *fn, nvmlDevice_t device, unsigned int 
     prof = sim_gi_profile_by_id(r.g, profileId);
     if (!prof)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (count_instances(r.g, profileId) >= sim_jint(prof, "instances", 0))
+    if (count_instances(r.g, profileId) >= sim_jint(prof, "instances", 0) || media_conflict(r.g, prof))
         return NVML_ERROR_INSUFFICIENT_RESOURCES;
     if (placement) {
         start = placement->start;
