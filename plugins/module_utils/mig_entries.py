@@ -156,6 +156,8 @@ def parse_entries(entries: Any) -> list[LayoutEntry]:
         if raw.get("model") is not None:
             entry.model = str(raw["model"])
         filters = raw.get("device_filter")
+        # an empty string here is refused (a template that rendered empty must not select every GPU); a mig-parted
+        # config's empty device-filter is no filter, as mig-parted reads it, and is dropped on import
         for value in ([] if filters is None else filters if isinstance(filters, list) else [filters]):
             try:
                 entry.device_filters += (_parse_filter(value),)

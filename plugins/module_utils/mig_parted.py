@@ -55,8 +55,12 @@ def _load(doc: Any) -> Any:
 
 
 def _check_filter(value: Any, where: str) -> list[str]:
+    """The device ids of a ``device-filter`` (string or list of strings). mig-parted's MatchesDeviceFilter
+    (api/spec/v1/helpers.go) treats an empty string and an empty list as no filter at all: so does this ([])."""
+    if value == "" or value == []:
+        return []
     values = value if isinstance(value, list) else [value]
-    if not values or not all(isinstance(v, str) and v.strip() for v in values):
+    if not all(isinstance(v, str) and v.strip() for v in values):
         raise MigPartedError(f"{where}: 'device-filter' must be a string or a list of strings, got {value!r}")
     result = []
     for text in values:
@@ -143,7 +147,7 @@ def _parse_entry(raw: Any, where: str) -> dict[str, Any]:
     elif not (isinstance(devices, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in devices)):
         raise MigPartedError(f"{where}: 'devices' must be \"all\" or a list of GPU indexes, got {devices!r}")
     entry["devices"] = devices if isinstance(devices, str) else list(devices)
-    if raw.get("device-filter") is not None:
+    if raw.get("device-filter") is not None and _check_filter(raw["device-filter"], where):
         entry["device-filter"] = _check_filter(raw["device-filter"], where)
     if not isinstance(raw["mig-enabled"], bool):
         raise MigPartedError("{}: 'mig-enabled' must be true or false, got {!r}".format(where, raw["mig-enabled"]))
@@ -181,11 +185,11 @@ def _fits(cis: Sequence[ProfileName], new: ProfileName) -> bool:
     return used + new.compute_slices <= new.gi_slices and same < new.gi_slices // new.compute_slices
 
 
-def _entry_from_spec(entry: Mapping[str, Any]) -> dict[str, Any]:
+def _entry_from_spec(entry: Mapping[str, Any], as_list: bool = False) -> dict[str, Any]:
     layout: dict[str, Any] = {"devices": entry["devices"]}
     if entry.get("device-filter"):
         filters = entry["device-filter"]
-        layout["device_filter"] = filters[0] if len(filters) == 1 else list(filters)
+        layout["device_filter"] = filters[0] if len(filters) == 1 and not as_list else list(filters)
     layout["mig_enabled"] = entry["mig-enabled"]
     if not entry["mig-enabled"]:
         return layout
@@ -208,8 +212,12 @@ def _entry_from_spec(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_mig_parted(doc: Any, config: str | None = None) -> dict[str, list[dict[str, Any]]] | list[dict[str, Any]]:
     """mig-parted config -> gpufleet layouts ``{label: [entry, ...]}``; with ``config``, that label's entries."""
+    doc = _load(doc)
     spec = parse_spec(doc)
-    layouts = {label: [_entry_from_spec(e) for e in entries] for label, entries in spec.items()}
+    # a device-filter written as a list stays a list (a one-id list too), so an export writes it back the same way
+    layouts = {label: [_entry_from_spec(e, isinstance(r.get("device-filter"), list))
+                       for e, r in zip(entries, raw_entries, strict=True)]
+               for (label, entries), raw_entries in zip(spec.items(), doc["mig-configs"].values(), strict=True)}
     if config is None:
         return layouts
     if config not in layouts:
@@ -259,7 +267,7 @@ def _sort_key(name: str) -> tuple[int, int, int, str]:
 def _filters_for(entry: Mapping[str, Any], where: str) -> list[str] | None:
     filters = entry.get("device_filter")
     values = [] if filters is None else filters if isinstance(filters, list) else [filters]
-    result = [_check_filter(v, where)[0] for v in values]
+    result = [found for v in values for found in _check_filter(v, where)]
     if entry.get("model") is not None:
         model = find_model(entry["model"])
         if model is None:
@@ -276,7 +284,8 @@ def _spec_entry(entry: Mapping[str, Any], where: str, allow_lossy: bool) -> dict
     out: dict[str, Any] = {}
     filters = _filters_for(entry, where)
     if filters:
-        out["device-filter"] = filters[0] if len(filters) == 1 else filters
+        as_list = isinstance(entry.get("device_filter"), list)
+        out["device-filter"] = filters[0] if len(filters) == 1 and not as_list else filters
     out["devices"] = entry.get("devices", "all")
     enabled = entry.get("mig_enabled", bool(entry.get("gpu_instances") or entry.get("placements")))
     out["mig-enabled"] = bool(enabled)
