@@ -436,6 +436,25 @@ def test_nvlink_error_counters_are_the_states(host: Callable[..., Host], preset:
     assert out.splitlines() == expected
 
 
+# what public `nvidia-smi nvlink -c` transcripts of A100 and H800 boards print for every link (docs/simulator.md)
+NVLINK_CAPABILITIES = [("P2P is supported", "true"), ("Access to system memory supported", "true"),
+                       ("P2P atomics supported", "true"), ("System memory atomics supported", "true"),
+                       ("SLI is supported", "true"), ("Link is supported", "false")]
+
+
+@pytest.mark.parametrize("preset", ["8xA100", "8xH100-NVSwitch", "2xL40S"])
+def test_nvlink_capabilities_of_the_states_links(host: Callable[..., Host], preset: str) -> None:
+    doc = build_state(preset, f"seed-{preset}")
+    if doc["gpus"][0]["nvlink"]["links"]:
+        hardware.inject_in(doc, doc["gpus"][0], "nvlink-down", {"link": 2})
+    out = host(doc=doc).smi("nvlink", "-c", "-i", "0")
+    g = doc["gpus"][0]
+    expected = [f"GPU 0: {g['name']} (UUID: {g['uuid']})"] if g["nvlink"]["links"] else []
+    expected += [f"\t Link {link}, {label}: {value}" for link, up in enumerate(g["nvlink"]["links"]) if up
+                 for label, value in NVLINK_CAPABILITIES]  # only active links are listed
+    assert out.splitlines() == expected
+
+
 # ------------------------------------------------------------------------------- MIG, processes and faults
 
 def _rows(text: str) -> list[list[str]]:

@@ -10,6 +10,8 @@
  * The links between them are the smaller count of links up. P2P (read, write, atomics, NVLink) is OK between
  * linked GPUs; any other pair, and P2P over PCIe, answers NVML_P2P_STATUS_NOT_SUPPORTED: whether PCIe P2P works
  * depends on a chipset the state does not describe, and the simulator does not claim it.
+ * NVLink capabilities (nvidia-smi nvlink -c) per link of the state, as public `nvidia-smi nvlink -c` transcripts of
+ * A100 and H800 boards show them (every capability true but "Link is supported" false; inferred for the others).
  */
 #include <string.h>
 #include <unistd.h>
@@ -137,5 +139,23 @@ SIM_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t d
         return NVML_ERROR_INVALID_ARGUMENT;
     *p2pStatus = p2pIndex != P2P_INDEX_PCI && sim_nvlinks_between(g1, r.g) ? P2P_STATUS_OK
                                                                                  : P2P_STATUS_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* nvmlNvLinkCapability_t: P2P, system memory access, P2P atomics, system memory atomics, SLI bridge, valid */
+static const unsigned int NVLINK_CAPS[] = {1U, 1U, 1U, 1U, 1U, 0U};
+
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, int capability,
+                                                   unsigned int *capResult)
+{
+    int links;
+    DEV_PROLOGUE(__func__, device);
+    links = cJSON_GetArraySize(sim_jpath(r.g, "nvlink.links"));
+    if (links == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= (unsigned int)links || !capResult || capability < 0 ||
+        capability >= (int)(sizeof(NVLINK_CAPS) / sizeof(NVLINK_CAPS[0])))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *capResult = NVLINK_CAPS[capability];
     return NVML_SUCCESS;
 }

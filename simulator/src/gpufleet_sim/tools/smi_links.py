@@ -16,6 +16,8 @@ from .smi_common import Gpu, Smi
 
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
 SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}  # per link and direction, by NVLink generation
+CAPABILITIES = (("P2P is supported", 0), ("Access to system memory supported", 1), ("P2P atomics supported", 2),
+                ("System memory atomics supported", 3), ("SLI is supported", 4), ("Link is supported", 5))
 P2P_INDEX = {"r": 0, "w": 1, "n": 2, "a": 3, "p": 4}
 P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "NS", 5: "NS", 6: "U"}
 # -n LEVEL (NVML level LEVEL * 10): how 535 names the path when a GPU is there, and when none is
@@ -172,13 +174,14 @@ def _path(smi: Smi, ident: str | None) -> int:
 
 
 def nvlink(argv: list[str]) -> int:
-    """``nvidia-smi nvlink -s | -e [-i GPU]``."""
+    """``nvidia-smi nvlink -s | -e | -c [-i GPU]``."""
     parser = _Parser(prog="nvidia-smi nvlink", add_help=False, allow_abbrev=False)
     parser.add_argument("-s", "--status", action="store_true")
     parser.add_argument("-e", "--errorcounters", action="store_true")
+    parser.add_argument("-c", "--capabilities", action="store_true")
     parser.add_argument("-i", "--id", dest="gpu")
     args = parser.parse_args(argv)
-    if args.status == args.errorcounters:
+    if args.status + args.errorcounters + args.capabilities != 1:
         raise ToolError(BAD_ARGS, _common.EXIT_INVALID_ARGUMENT)
     smi = Smi()
     nv = smi.nvml
@@ -192,7 +195,11 @@ def nvlink(argv: list[str]) -> int:
         for link, up in enumerate(links):
             if args.status:
                 print(f"\t Link {link}: {SPEEDS.get(int(version), '25 GB/s') if up else '<inactive>'}")
-            elif up:  # 535 lists the error counters of active links only
+            elif up and args.capabilities:  # 535 lists active links only
+                for label, cap in CAPABILITIES:
+                    value = smi.call(nv.nvmlDeviceGetNvLinkCapability, gpu.handle, link, cap)
+                    print(f"\t Link {link}, {label}: {value if value == 'N/A' else str(bool(value)).lower()}")
+            elif up:
                 for label, counter in (("Replay Errors", 0), ("Recovery Errors", 1), ("CRC Errors", 2)):
                     value = smi.call(nv.nvmlDeviceGetNvLinkErrorCounter, gpu.handle, link, counter)
                     print(f"\t Link {link}: {label}: {value}")
