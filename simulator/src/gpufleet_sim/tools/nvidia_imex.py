@@ -94,7 +94,7 @@ def local_path(path: str) -> Path:
 
 
 def read_nodes(path: Path) -> list[str]:
-    """The node file: one IP address per line, in order (blank lines and ``#`` comments ignored).
+    """The node file: one IP address per line, in order (blank lines ignored; anything else must be an address).
 
     Raises:
         ImexError: the file cannot be read, is empty, or holds something that is not an IP address.
@@ -106,7 +106,7 @@ def read_nodes(path: Path) -> list[str]:
     nodes: list[str] = []
     for number, line in enumerate(lines, 1):
         entry = line.strip()
-        if not entry or entry.startswith("#"):
+        if not entry:
             continue
         try:
             nodes.append(str(ipaddress.ip_address(entry)))
