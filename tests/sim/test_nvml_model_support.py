@@ -25,7 +25,26 @@ DOCUMENTED = {
     "1xH200": (OK, OK, NOT_SUPPORTED, OK),
     "2xA100-40GB": (OK, OK, NOT_SUPPORTED, OK),
     "1xT4": (NOT_SUPPORTED, NOT_SUPPORTED, OK, NOT_SUPPORTED),
+    # issue 15's boards: the MIG User Guide's supported-GPU list names each of them; Ampere and newer remap rows
+    # instead of retiring pages; the RTX PRO 6000 Blackwell Server Edition's product brief lists no NVLink
+    "8xB200-NVSwitch": (OK, OK, NOT_SUPPORTED, OK),
+    "4xGB200": (OK, OK, NOT_SUPPORTED, OK),
+    "1xGH200": (OK, OK, NOT_SUPPORTED, OK),
+    "1xGH200-144GB": (OK, OK, NOT_SUPPORTED, OK),
+    "2xH100-NVL": (OK, OK, NOT_SUPPORTED, OK),
+    "2xH100-PCIe": (OK, OK, NOT_SUPPORTED, OK),
+    "2xH200-NVL": (OK, OK, NOT_SUPPORTED, OK),
+    "1xA100-80GB-PCIe": (OK, OK, NOT_SUPPORTED, OK),
+    "1xA100-40GB-PCIe": (OK, OK, NOT_SUPPORTED, OK),
+    "4xRTX-PRO-6000": (OK, OK, NOT_SUPPORTED, NOT_SUPPORTED),
 }
+
+
+def test_every_preset_has_its_documented_support() -> None:
+    """A new preset must say here what its board's documents say (otherwise its support goes unchecked)."""
+    from gpufleet_sim.presets import list_presets
+
+    assert sorted(DOCUMENTED) == sorted(list_presets())
 
 
 @pytest.mark.parametrize("preset", sorted(DOCUMENTED))

@@ -594,6 +594,27 @@ def test_a_lost_gpu_is_reported_as_nvidia_reports_it(host: Callable[..., Host]) 
     assert out.splitlines() == [
         f"GPU 0: {doc['gpus'][0]['name']} (UUID: {doc['gpus'][0]['uuid']})",
         "Unable to determine the device handle for gpu 1: GPU is lost.  Reboot the system to recover this GPU", "", ""]
+    # -q and the default view stop at the lost GPU with exit 15 (NVML_ERROR_GPU_IS_LOST), as on hardware; 535 names
+    # it by index here because it reads the bus id of a lost GPU through the export table (docs/simulator.md)
+    lost = "Unable to determine the device handle for GPU1: GPU is lost.  Reboot the system to recover this GPU"
+    assert h.smi("-q", rc=15).splitlines()[0] == lost
+    assert h.smi(rc=15).splitlines()[0] == lost
+
+
+def _without_timestamp(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("Timestamp")]
+
+
+def test_an_xid_shows_in_no_report_line(host: Callable[..., Host]) -> None:
+    """An XID is an event, not a reading: -q has no line for it (535's report has no XID section); what an XID's
+    fault changes (ECC counts, a lost GPU) shows through its own lines, checked above."""
+    doc = build_state("2xA100-40GB", "xid")
+    h = host(doc=doc)
+    before = _without_timestamp(h.smi("-q"))
+    hardware.inject_in(doc, doc["gpus"][0], "xid", {"code": 13})
+    h.write(doc)
+    assert doc["gpus"][0]["events"], "the XID event was not recorded"
+    assert _without_timestamp(h.smi("-q")) == before
 
 
 def test_fabric_state_on_an_nvswitch_host(host: Callable[..., Host]) -> None:
