@@ -125,7 +125,9 @@ def test_query_gpu_csv(host: tuple[Path, dict[str, str]]) -> None:
     ("args", "rc", "stdout"),
     [
         (["--query-gpu=index,bogus", "--format=csv"], 2, 'Field "bogus" is not a valid field to query.\n\n'),
-        (["-i", "5", "-L"], 6, "No devices were found\n"),
+        (["-i", "5", "-q"], 6, "No devices were found\n"),
+        (["-i", "1", "-L"], 2,
+         "ERROR: Option -i is not valid for this command. Please run 'nvidia-smi -h' for help.\n\n"),
         (["-pm", "maybe"], 2, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"),
         (["--query-gpu=index", "--format=xml"], 2, '"xml" is not a valid format.\n'),
     ],
@@ -141,10 +143,14 @@ def test_driver_not_loaded_and_gpu_lost(host: tuple[Path, dict[str, str]], tmp_p
     assert missing.returncode == 9
     assert missing.stdout.startswith("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     hardware.inject("fallen-off-bus", "1", {}, state)
-    lost = smi(env, "-L", "-i", "1")
+    lost = smi(env, "-q")
     assert lost.returncode == 15
     assert lost.stdout == ("Unable to determine the device handle for GPU0000:17:00.0: GPU is lost.  "
-                           "Reboot the system to recover this GPU\n")
+                           "Reboot the system to recover this GPU\n\n\n")
+    listing = smi(env, "-L")  # NVIDIA's 535: the other GPUs, the lost one's line and two empty lines, exit 15
+    assert listing.returncode == 15
+    assert listing.stdout.splitlines()[1:] == ["Unable to determine the device handle for gpu 1: GPU is lost.  "
+                                               "Reboot the system to recover this GPU", "", ""]
 
 
 def test_persistence_compute_mode_and_query(host: tuple[Path, dict[str, str]]) -> None:

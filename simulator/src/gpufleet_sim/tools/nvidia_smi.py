@@ -98,6 +98,8 @@ def _run(argv: list[str]) -> int:
         return _common.EXIT_OK
     if args.gpu_reset:
         return _reset(smi, args.gpu)
+    if args.list_gpus:
+        return _list_gpus(smi, args.gpu)
     gpus = smi.select(args.gpu)
     if args.persistence_mode is not None:
         return _set_persistence(smi, gpus, args.persistence_mode)
@@ -116,15 +118,32 @@ def _run(argv: list[str]) -> int:
     if args.query_remapped_rows is not None:
         print(smi_query.query_remapped_rows(smi, gpus, args.query_remapped_rows, args.format))
         return _common.EXIT_OK
-    if args.list_gpus:
-        print(smi_report.list_gpus(smi, gpus))
-        return _common.EXIT_OK
     if args.query:
         display = smi_qlog.parse_display(args.display)
         print(smi_qlog.query(smi, gpus, display), end="")
         return _common.EXIT_OK
     print(smi_report.summary(smi, gpus))
     return _common.EXIT_OK
+
+
+def _list_gpus(smi: Smi, ident: str | None) -> int:
+    """``-L``: every GPU; a lost one gets 535's line (and two empty ones) and the exit status 15 at the end."""
+    if ident is not None:
+        raise ToolError("ERROR: Option -i is not valid for this command. Please run 'nvidia-smi -h' for help.\n",
+                        _common.EXIT_INVALID_ARGUMENT)
+    status = _common.EXIT_OK
+    for index in range(smi.count()):
+        try:
+            gpu = smi.gpu(index)
+        except ToolError as exc:
+            if exc.status != _common.EXIT_GPU_IS_LOST:
+                raise
+            print(f"Unable to determine the device handle for gpu {index}: GPU is lost.  Reboot the system to "
+                  "recover this GPU\n\n")
+            status = _common.EXIT_GPU_IS_LOST
+            continue
+        print(smi_report.list_gpus(smi, [gpu]))
+    return status
 
 
 def _safe_version() -> str:

@@ -74,7 +74,7 @@ class Smi:
         bus = self.state_bus_id(index)
         short = bus[4:] if len(bus) == 16 else bus
         return ToolError(f"Unable to determine the device handle for GPU{short}: GPU is lost.  "
-                         "Reboot the system to recover this GPU", _common.EXIT_GPU_IS_LOST)
+                         "Reboot the system to recover this GPU\n\n", _common.EXIT_GPU_IS_LOST)
 
     def gpu(self, index: int) -> Gpu:
         """The GPU with this index (``ToolError`` when it is lost)."""
