@@ -139,8 +139,9 @@ A100 = "A100-SXM4-80GB"
 MESSAGES = [
     ("unknown model", layout({"1g.5gb": 1}), [{"index": 0, "model": "Tesla T4", "pci_device_id": "0x1EB810DE"}],
      ["GPU 0: unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-PCIE-40GB, A100-PCIE-80GB, "
-      "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-144GB, GH200-96GB, H100-NVL-94GB, "
-      "H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, H200-NVL-141GB, RTX-PRO-6000-96GB"]),
+      "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, A800-PCIE-40GB, A800-PCIE-80GB, A800-SXM4-80GB, B200-180GB, "
+      "B300-288GB, GB200-186GB, GH200-144GB, GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H20-96GB, "
+      "H200-141GB, H200-NVL-141GB, H800-80GB, H800-PCIE-80GB, RTX-PRO-6000-96GB"]),
     ("placement not offered", layout({"3g.40gb": 1}, placements=[{"profile": "3g.40gb", "start": 2}]), gpus(A100),
      ["GPU 0 (A100-SXM4-80GB): 3g.40gb cannot start at memory slice 2 on A100-SXM4-80GB; offered starts: 0, 4"]),
     ("placements overlap",

@@ -114,9 +114,10 @@ def test_get_model_unknown_message() -> None:
     with pytest.raises(mp.UnknownModelError) as err:
         mp.get_model(model="Tesla T4", pci_device_id=0x1EB810DE)
     assert str(err.value) == ("unknown GPU model 'Tesla T4' (pci_device_id 0x1EB810DE); known: A100-PCIE-40GB, "
-                              "A100-PCIE-80GB, A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, "
-                              "GH200-144GB, GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, "
-                              "H200-NVL-141GB, RTX-PRO-6000-96GB")
+                              "A100-PCIE-80GB, A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, A800-PCIE-40GB, "
+                              "A800-PCIE-80GB, A800-SXM4-80GB, B200-180GB, B300-288GB, GB200-186GB, GH200-144GB, "
+                              "GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H20-96GB, H200-141GB, "
+                              "H200-NVL-141GB, H800-80GB, H800-PCIE-80GB, RTX-PRO-6000-96GB")
 
 
 @pytest.mark.parametrize(("text", "name", "gi_name", "c", "g"), [

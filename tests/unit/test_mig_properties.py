@@ -117,6 +117,14 @@ def test_overflowing_slices_is_rejected(case: tuple[GpuModel, dict[str, int], li
         ml.validate(entries, [{"index": 0, "model": model.name}])
 
 
+def media_conflict(model: GpuModel, name: str, gis: list[dict[str, Any]]) -> bool:
+    """NVML's ALL_ME profiles (+me.all) hold every media engine: only NO_ME (-me) instances fit beside one."""
+    others = [model.profile_by_id(g["profile_id"]).name for g in gis]  # type: ignore[union-attr]
+    if name.endswith("+me.all"):
+        return any(not other.endswith("-me") for other in others)
+    return not name.endswith("-me") and any(other.endswith("+me.all") for other in others)
+
+
 @st.composite
 def nvml_state(draw: st.DrawFn, model: GpuModel) -> list[dict[str, Any]]:
     """A random valid set of GPU instances as NVML would report it (random placements, random CIs)."""
@@ -129,6 +137,8 @@ def nvml_state(draw: st.DrawFn, model: GpuModel) -> list[dict[str, Any]]:
         free = [s for s in profile.starts if not occupied & interval(s, profile.memory_slices)]
         used = sum(1 for g in gis if g["profile_id"] == profile.profile_id)
         if not free or compute + profile.compute_slices > model.compute_slices or used >= profile.instance_count:
+            continue
+        if media_conflict(model, profile.name, gis):
             continue
         start = draw(st.sampled_from(free))
         occupied |= interval(start, profile.memory_slices)
