@@ -48,7 +48,16 @@ COMMANDS = {
                              "--format=csv"],
     "--query-gpu=index": ["--query-gpu=index"],
     "-q": ["-q"],
+    "-q -d MEMORY,PIDS": ["-q", "-d", "MEMORY,PIDS"],
+    "-L (a lost GPU)": ["-L"],
     "nvlink -s": ["nvlink", "-s"],
+    "nvlink -e": ["nvlink", "-e"],
+    "nvlink -c": ["nvlink", "-c"],
+    "topo -p2p n": ["topo", "-p2p", "n"],
+    "topo -p2p r": ["topo", "-p2p", "r"],
+    "topo -c 0": ["topo", "-c", "0"],
+    "topo -n 4 -i 0": ["topo", "-n", "4", "-i", "0"],
+    "topo -p -i 0,1": ["topo", "-p", "-i", "0,1"],
 }
 
 
@@ -110,12 +119,22 @@ def test_both_nvidia_smis_on_one_state(real: RealClients, lib535: Path, tmp_path
         {"pid": 4243, "name": "render", "used_memory_mib": 123456, "gi_id": None, "ci_id": None, "type": "C+G"}]
     state.write_text(json.dumps(doc), encoding="utf-8")
 
+    doc["gpus"][1]["nvlink"]["errors"] = [{"replay": 2, "recovery": 0, "crc_flit": 5, "crc_data": 1, "ecc_data": 0}]
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    lost = tmp_path / "lost.json"
+    lost_doc = build_state("8xA100", "parity-lost")
+    hardware.inject_in(lost_doc, lost_doc["gpus"][3], "fallen-off-bus", {})
+    lost.write_text(json.dumps(lost_doc), encoding="utf-8")
+
     verdicts = {}
     for name, args in COMMANDS.items():
-        theirs = _lines(real.run("nvidia-smi", args, lib535, state), not args or args == ["-q"])
-        ours = _lines(_ours(args, lib535, state), not args or args == ["-q"])
+        on = lost if "lost" in name else state
+        theirs = _lines(real.run("nvidia-smi", args, lib535, on), not args)
+        ours = _lines(_ours(args, lib535, on), not args)
+        if args[:1] == ["-q"]:  # the report's time
+            theirs, ours = ([line for line in lines if not line.startswith("Timestamp")] for lines in (theirs, ours))
         verdicts[name] = "same" if theirs == ours else "differs"
-        expected_exit = "exit 2" if name == "--query-gpu=index" else "exit 0"
+        expected_exit = {"--query-gpu=index": "exit 2", "-L (a lost GPU)": "exit 15"}.get(name, "exit 0")
         assert theirs[-1] == expected_exit, f"NVIDIA's nvidia-smi {name}: {theirs}"
     assert verdicts == documented()
 

@@ -118,6 +118,9 @@ def _run(argv: list[str]) -> int:
     if args.query_remapped_rows is not None:
         print(smi_query.query_remapped_rows(smi, gpus, args.query_remapped_rows, args.format))
         return _common.EXIT_OK
+    if args.xml_format:  # printing the text log instead would be a wrong answer
+        raise ToolError("nvidia-smi (simulator): -x (XML) is not implemented; use -q, or NVIDIA's nvidia-smi "
+                        "(docs/simulator.md)", _common.EXIT_INVALID_ARGUMENT, to_stdout=False)
     if args.query:
         display = smi_qlog.parse_display(args.display)
         print(smi_qlog.query(smi, gpus, display), end="")
