@@ -42,6 +42,10 @@ PRESET_BY_MODEL = {"A100-SXM4-80GB": "8xA100", "A100-SXM4-40GB": "2xA100-40GB", 
                    "H100-NVL-94GB": "2xH100-NVL", "A100-PCIE-80GB": "1xA100-80GB-PCIe",
                    "RTX-PRO-6000-96GB": "4xRTX-PRO-6000", "A100-PCIE-40GB": "1xA100-40GB-PCIe",
                    "H100-PCIE-80GB": "2xH100-PCIe", "GH200-144GB": "1xGH200-144GB", "H200-NVL-141GB": "2xH200-NVL"}
+# the catalogue rows without a preset of their own (issue 15, second slice): one GPU built from the model file
+MODELS_WITHOUT_PRESET = ("A800-SXM4-80GB", "A800-PCIE-80GB", "A800-PCIE-40GB", "H800-80GB", "H800-PCIE-80GB",
+                         "H20-96GB", "B300-288GB")
+CATALOGUE_MODELS = sorted([*PRESET_BY_MODEL, *MODELS_WITHOUT_PRESET])
 MAX_DFS_NODES = 20000
 
 
@@ -62,7 +66,9 @@ _DOCS: dict[str, dict[str, Any]] = {}
 def mig_enabled_state(model: str) -> dict[str, Any]:
     """A one-GPU host of ``model`` with MIG on and no instances (built once per model, copied per example)."""
     if model not in _DOCS:
-        doc = presets.build_state(PRESET_BY_MODEL[model], "prop")
+        doc = presets.build_state(PRESET_BY_MODEL.get(model, "1xH200"), "prop")
+        if model not in PRESET_BY_MODEL:
+            doc["gpus"][0] = presets.build_gpu(model, 0, "prop", doc["gpus"][0]["pci"]["bus"])
         doc["gpus"] = doc["gpus"][:1]
         doc.pop("nvswitch", None)
         doc["require_root"] = False
@@ -81,7 +87,7 @@ def _copy(doc: dict[str, Any]) -> dict[str, Any]:
 @st.composite
 def layouts(draw: st.DrawFn) -> tuple[str, dict[str, int]]:
     """A model and GPU-instance counts over its profiles (often over capacity)."""
-    model = get_model(draw(st.sampled_from(sorted(PRESET_BY_MODEL))))
+    model = get_model(draw(st.sampled_from(CATALOGUE_MODELS)))
     names = draw(st.lists(st.sampled_from(model.profile_names), min_size=1, max_size=4, unique=True))
     counts = {name: draw(st.integers(min_value=1, max_value=min(model.profile(name).instance_count + 1, 8)))
               for name in names}
@@ -174,6 +180,13 @@ def test_validator_agrees_with_the_simulated_driver(nvml: tuple[Any, Path], case
             assert not driver_can_place(nv, handle, wanted), f"the driver built {counts} on {model_name}"
     finally:
         nv.nvmlShutdown()
+
+
+def test_every_catalogue_model_is_drawn() -> None:
+    """The property above draws from every model of the catalogue, no fewer."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import MODELS
+
+    assert sorted(m.name for m in MODELS) == CATALOGUE_MODELS
 
 
 def test_known_rejection_is_rejected_by_the_driver(nvml: tuple[Any, Path]) -> None:

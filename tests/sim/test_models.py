@@ -77,6 +77,9 @@ PCI_DEVICE_IDS = {  # mig-parted config-default.yaml device filters; non-MIG mod
     "A100-PCIE-80GB": 0x20B5, "H100-NVL-94GB": 0x2321, "GH200-96GB": 0x2342, "B200-180GB": 0x2901,
     "GB200-186GB": 0x2941, "RTX-PRO-6000-96GB": 0x2BB5, "A100-PCIE-40GB": 0x20F1, "H100-PCIE-80GB": 0x2331,
     "GH200-144GB": 0x2348, "H200-NVL-141GB": 0x233B,
+    # issue 15, second slice: gpu-operator 0400 device-filter groups; B300 from gpu-operator v25.3.0 (0x318210DE)
+    "A800-SXM4-80GB": 0x20F3, "A800-PCIE-80GB": 0x20F5, "A800-PCIE-40GB": 0x20F6, "H800-80GB": 0x2324,
+    "H800-PCIE-80GB": 0x2322, "H20-96GB": 0x2329, "B300-288GB": 0x3182,
 }
 NAMES = {  # nvmlDeviceGetName (GH200 and RTX PRO 6000: the catalogue's INFERRED names)
     "A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB", "A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "A30-24GB": "NVIDIA A30",
@@ -86,10 +89,15 @@ NAMES = {  # nvmlDeviceGetName (GH200 and RTX PRO 6000: the catalogue's INFERRED
     "RTX-PRO-6000-96GB": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
     "A100-PCIE-40GB": "NVIDIA A100-PCIE-40GB", "H100-PCIE-80GB": "NVIDIA H100 PCIe",
     "GH200-144GB": "NVIDIA GH200 144G HBM3e", "H200-NVL-141GB": "NVIDIA H200 NVL",
+    # the catalogue's INFERRED names of the export variants, the H20 and the B300
+    "A800-SXM4-80GB": "NVIDIA A800-SXM4-80GB", "A800-PCIE-80GB": "NVIDIA A800 80GB PCIe",
+    "A800-PCIE-40GB": "NVIDIA A800 40GB PCIe", "H800-80GB": "NVIDIA H800", "H800-PCIE-80GB": "NVIDIA H800 PCIe",
+    "H20-96GB": "NVIDIA H20", "B300-288GB": "NVIDIA B300",
 }
 # MIG models whose tables are checked against the sources in tests/unit/test_mig_catalogue_sim.py
 CATALOGUE = ["A100-PCIE-80GB", "H100-NVL-94GB", "GH200-96GB", "B200-180GB", "GB200-186GB", "RTX-PRO-6000-96GB",
-             "A100-PCIE-40GB", "H100-PCIE-80GB", "GH200-144GB", "H200-NVL-141GB"]
+             "A100-PCIE-40GB", "H100-PCIE-80GB", "GH200-144GB", "H200-NVL-141GB", "A800-SXM4-80GB", "A800-PCIE-80GB",
+             "A800-PCIE-40GB", "H800-80GB", "H800-PCIE-80GB", "H20-96GB", "B300-288GB"]
 MIG_MODELS = sorted([*REFERENCE, *CATALOGUE])
 # valid compute-instance sizes per GPU-instance size (go-nvlib VisitMigProfiles; -lcip of a 3g GI)
 CI_SIZES = {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [1, 2, 4], 7: [1, 2, 3, 4, 7]}
@@ -109,9 +117,10 @@ def test_unknown_model_message() -> None:
     with pytest.raises(UnknownModelError) as info:
         load_model("B300")
     assert str(info.value) == ("unknown GPU model 'B300'; known models: A100-PCIE-40GB, A100-PCIE-80GB, "
-                               "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, B200-180GB, GB200-186GB, GH200-144GB, "
-                               "GH200-96GB, H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H200-141GB, "
-                               "H200-NVL-141GB, L40S, RTX-PRO-6000-96GB, T4")
+                               "A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, A800-PCIE-40GB, A800-PCIE-80GB, "
+                               "A800-SXM4-80GB, B200-180GB, B300-288GB, GB200-186GB, GH200-144GB, GH200-96GB, "
+                               "H100-NVL-94GB, H100-PCIE-80GB, H100-SXM5-80GB, H20-96GB, H200-141GB, H200-NVL-141GB, "
+                               "H800-80GB, H800-PCIE-80GB, L40S, RTX-PRO-6000-96GB, T4")
 
 
 @pytest.mark.parametrize("model_name", sorted(NAMES))
