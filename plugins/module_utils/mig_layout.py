@@ -183,6 +183,8 @@ def gpu_info(raw: Mapping[str, Any]) -> GpuInfo:
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ValueError(f"index {index!r} is not a GPU index (an integer >= 0)")
     error = raw.get(HOST_TABLE_KEY + "_error")
+    if not error and HOST_TABLE_KEY in raw and not raw[HOST_TABLE_KEY] and capable:
+        error = "NVML listed no GPU-instance profile"
     return GpuInfo(index, model, label, raw.get("model"), raw.get("name"), device_id, subsystem, capable,
                    str(error) if error else None)
 
@@ -324,8 +326,9 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
     if model is None:
         unknown = describe_unknown(gpu.raw_model, gpu.raw_name, gpu.pci_device_id)
         if gpu.table_error:
-            unknown += (f"; its driver's MIG profile table could not be read either ({gpu.table_error}); fix the "
-                        "NVML error and run again")
+            unknown += (f"; and its driver's MIG profile table could not be read ({gpu.table_error}), so it cannot "
+                        "be planned from that either; check that `nvidia-smi mig -lgip` lists its profiles and run "
+                        "again")
         problems.append(f"GPU {gpu.index}: {unknown}")
         return None
     before = len(problems)

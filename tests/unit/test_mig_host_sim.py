@@ -38,7 +38,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_apply import (
     converge,
     read_host,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import find_model  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import MODELS, find_model  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import nvml_session  # noqa: E402
 
 LAB_OFFERS = "1g.6gb x6, 2g.12gb x3, 3g.18gb x2, 6g.48gb x1"  # _mig_sim.LAB_BOARD_PROFILES, smallest first
@@ -159,3 +159,25 @@ def test_gb200_layout_in_either_drivers_names_and_the_report_names_the_drivers(
     assert {tuple(sorted({gi[0] for gi in gpu})) for gpu in mig_layout(state)} == {tuple(sorted(names))}
     assert [len(gpu) for gpu in mig_layout(state)] == [7] * 4
     assert apply([{"devices": "all", "mig_enabled": True, "gpu_instances": written}])["changed"] is False
+
+
+def test_an_unknown_board_whose_driver_lists_no_profile_is_refused(state: Path) -> None:
+    """Fail closed: no catalogue row and no table from the driver is a refusal that says both, before any change."""
+    new_state(state, "2xH100-NVL", "lab")
+    make_lab_board(state)
+    from gpufleet_sim import store
+
+    doc = store.load(state)
+    for gpu in doc["gpus"]:
+        gpu["mig"]["gi_profiles"] = []
+    state.unlink()
+    store.create(state, doc)
+    before = state.read_bytes()
+    with pytest.raises(InvalidLayout) as info:
+        apply([{"devices": "all", "mig_enabled": True, "gpu_instances": {"1g.6gb": 1}}])
+    assert str(info.value).split("\n- ")[1] == (
+        f"GPU 0: unknown GPU model '{LAB_BOARD_NAME}' (pci_device_id 0x2FF010DE); known: "
+        f"{', '.join(sorted(m.name for m in MODELS))}; and its driver's MIG profile table could not be read (NVML "
+        "listed no GPU-instance profile), so it cannot be planned from that either; check that `nvidia-smi mig "
+        "-lgip` lists its profiles and run again")
+    assert state.read_bytes() == before
