@@ -34,7 +34,7 @@ SYSTEMD_DIR = "/lib/systemd/system"
 NVLSM_BIN = "/opt/nvidia/nvlsm/sbin/nvlsm"
 CORE_MODULES = ("__init__.py", "store.py", "hardware.py")
 SMI_MODULES = ("nvidia_smi.py", "smi_common.py", "smi_query.py", "smi_report.py", "smi_mig.py", "smi_qlog.py",
-               "smi_links.py")
+               "smi_links.py", "smi_qxml.py")
 
 PREINST_REFUSE_REAL = """#!/bin/sh
 # Refuse to install the simulated NVIDIA driver where a real one is present.

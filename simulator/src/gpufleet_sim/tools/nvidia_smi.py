@@ -11,7 +11,7 @@ import os
 import sys
 
 from .. import hardware, store
-from . import _common, smi_links, smi_mig, smi_qlog, smi_query, smi_report
+from . import _common, smi_links, smi_mig, smi_qlog, smi_query, smi_qxml, smi_report
 from ._common import ToolError
 from .smi_common import Gpu, Smi
 
@@ -118,9 +118,12 @@ def _run(argv: list[str]) -> int:
     if args.query_remapped_rows is not None:
         print(smi_query.query_remapped_rows(smi, gpus, args.query_remapped_rows, args.format))
         return _common.EXIT_OK
-    if args.xml_format:  # printing the text log instead would be a wrong answer
-        raise ToolError("nvidia-smi (simulator): -x (XML) is not implemented; use -q, or NVIDIA's nvidia-smi "
-                        "(docs/simulator.md)", _common.EXIT_INVALID_ARGUMENT, to_stdout=False)
+    if args.xml_format and (not args.query or args.display):  # the text log instead would be a wrong answer
+        raise ToolError("nvidia-smi (simulator): -x is implemented for -q without -d only; use NVIDIA's "
+                        "nvidia-smi for the rest (docs/simulator.md)", _common.EXIT_INVALID_ARGUMENT, to_stdout=False)
+    if args.xml_format:
+        print(smi_qxml.query_xml(smi, gpus), end="")
+        return _common.EXIT_OK
     if args.query:
         display = smi_qlog.parse_display(args.display)
         print(smi_qlog.query(smi, gpus, display), end="")
