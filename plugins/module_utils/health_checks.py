@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import recovery, xid
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric, recovery, xid
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import DEFAULT_ACTION as DEFAULT_ACTION
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL as FAIL
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import LEVEL_OF as LEVEL_OF
@@ -502,6 +502,7 @@ def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, A
         (("xid",), lambda: check_xid(gpu, th, kernel_error)),
         (("pcie_link_width", "pcie_link_gen"), lambda: check_pcie(gpu, th)),
         (("nvlink",), lambda: check_nvlink(gpu, th)),
+        (("fabric",), lambda: health_fabric.check_fabric(gpu, th)),
         (("temperature",), lambda: check_temperature(gpu, th)),
         (("clock_events",), lambda: check_clock_events(gpu, th)),
         (("processes",), lambda: check_processes(gpu, th)),

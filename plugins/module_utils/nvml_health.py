@@ -27,6 +27,7 @@ import re
 import time
 from typing import Any
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import (
     ERROR_GPU_IS_LOST,
     ERROR_INVALID_ARGUMENT,
@@ -192,6 +193,7 @@ class GpuReader:
             self.read("remapped_rows", self.remapped_rows)
             self.read("pcie", self.pcie)
             self.read("nvlink", self.nvlink)
+            self.read("fabric", lambda: health_fabric.raw_fabric(self.nvml, self.index))
             self.read("temperature", self.temperature)
             self.read("clock_event_reasons",
                       lambda: int(self.call("nvmlDeviceGetCurrentClocksEventReasons", self.handle)))

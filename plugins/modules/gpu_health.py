@@ -17,8 +17,10 @@ description:
   - "Host-wide checks: C(gpu_count), C(driver_version), C(fabric_manager), C(vbios_consistency) (or a single C(nvml)
     check when NVML cannot start). Per-GPU checks: C(gpu_lost), C(gpu_model), C(persistence_mode),
     C(ecc_uncorrected_volatile), C(ecc_corrected_volatile), C(retired_pages), C(remapped_rows), C(xid),
-    C(pcie_link_width), C(pcie_link_gen), C(nvlink), C(temperature), C(clock_events), C(processes), C(mig_layout),
-    C(recovery_action) (NVML field 230, the recovery action the driver asks for)."
+    C(pcie_link_width), C(pcie_link_gen), C(nvlink), C(fabric) (C(nvmlDeviceGetGpuFabricInfoV) - state Completed,
+    status Success, a clique id and a cluster UUID, where the GPU has an NVLink fabric), C(temperature),
+    C(clock_events), C(processes), C(mig_layout), C(recovery_action) (NVML field 230, the recovery action the driver
+    asks for)."
   - A check that does not apply to a GPU (NVML answers NOT_SUPPORTED, for example retired pages on Ampere and
     newer) is C(ok) with a null value and says so. A reading that fails for another reason is C(fail).
   - "Fail closed: a check that cannot read what it needs is C(fail) with the reason, never C(ok): ECC off or not

@@ -38,6 +38,9 @@ HEALTHY_GPU: dict[str, Any] = {
         "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
         "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
         "nvlink": [1] * 18,
+        # an HGX H100 GPU registered with the fabric (nvmlDeviceGetGpuFabricInfoV: Completed, Success)
+        "fabric": {"state": "Completed", "status": 0, "clique_id": 7, "health_mask": 0x1AA,
+                   "cluster_uuid": "9c6f5af3-53bf-49b5-a436-b66766c413c3"},
         "temperature": {"gpu": 33, "slowdown": 89, "shutdown": 92, "unreadable": {}},
         "clock_event_reasons": 0x1,
         "utilization_gpu": 0,
@@ -183,8 +186,8 @@ def test_healthy_gpu_every_check_ok() -> None:
     assert {c["status"] for c in checks} == {"ok"}
     assert {c["name"] for c in checks} == {
         "gpu_lost", "gpu_model", "persistence_mode", "ecc_mode", "ecc_uncorrected_volatile", "ecc_corrected_volatile",
-        "retired_pages", "remapped_rows", "xid", "pcie_link_width", "pcie_link_gen", "nvlink", "temperature",
-        "clock_events", "processes", "mig_layout", "recovery_action"}
+        "retired_pages", "remapped_rows", "xid", "pcie_link_width", "pcie_link_gen", "nvlink", "fabric",
+        "temperature", "clock_events", "processes", "mig_layout", "recovery_action"}
 
 
 def test_lost_gpu_reports_only_gpu_lost() -> None:
