@@ -159,7 +159,8 @@ def test_invalid_layout_on_one_host_stops_everything(inventory: Path, tmp_path: 
     message = result.hosts["sim-a"].failed_tasks[-1].msg
     assert message.startswith("MIG reconfiguration stopped before any change: 1 host(s) cannot be planned - sim-c: "
                               "nvidia_mig: layout 'h200' does not fit the GPUs of sim-c: GPU 0 (H200-141GB): profile "
-                              "'3g.40gb' is not offered by H200-141GB")
+                              "'3g.40gb' is not offered by this GPU (its driver's MIG profile table); it offers: "
+                              "1g.18gb x7, 1g.18gb+me x1, 1g.35gb x4, 2g.35gb x3, 3g.71gb x2, 4g.71gb x1, 7g.141gb x1")
     assert {h: (tmp_path / h / "state.json").read_bytes() for h in HOSTS} == before
     assert calls(tmp_path) == []
 
