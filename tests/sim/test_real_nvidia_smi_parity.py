@@ -142,6 +142,38 @@ def test_both_nvidia_smis_on_one_state(real: RealClients, lib535: Path, tmp_path
     assert verdicts == documented()
 
 
+# commands that change the state: each runs on its own copy, ours and NVIDIA's; output, exit status and the state
+# afterwards must be the same. GPU 0 is in MIG mode with four instances, a process holds GPU instance 9's CI.
+CHANGES = [["-i", "1", "-c", "3"], ["-i", "1", "-pm", "1"], ["-i", "1", "-mig", "1"], ["-i", "0", "-mig", "0"],
+           ["mig", "-i", "0", "-dci"], ["mig", "-i", "0", "-dgi"], ["mig", "-i", "0", "-dgi", "-gi", "7"],
+           ["mig", "-i", "0", "-cgi", "19"], ["mig", "-i", "1", "-cgi", "19"]]
+
+
+def test_commands_that_change_the_state_do_what_nvidias_do(real: RealClients, lib535: Path, tmp_path: Path) -> None:
+    doc = build_state("2xA100-40GB", "parity-changes")
+    doc["gpus"][0]["mig"]["current"] = doc["gpus"][0]["mig"]["pending"] = 1
+    setup = tmp_path / "setup.json"
+    setup.write_text(json.dumps(doc), encoding="utf-8")
+    created = real.run("nvidia-smi", ["mig", "-i", "0", "-cgi", "9,14,19,19", "-C"], lib535, setup)
+    assert created.returncode == 0, created.stdout + created.stderr
+    doc = json.loads(setup.read_text(encoding="utf-8"))
+    held = next(gi for gi in doc["gpus"][0]["mig"]["gpu_instances"] if gi["profile_id"] == 9)
+    hardware.add_process_in(doc["gpus"][0], 777, "train.py", 1500, gi_id=held["id"], ci_id=0)
+    small = str(next(gi["id"] for gi in doc["gpus"][0]["mig"]["gpu_instances"] if gi["profile_id"] == 19))
+    full = [["mig", "-i", "0", "-cgi", "19,19,19"], ["mig", "-i", "0", "-cci", "-gi", small],  # no room left
+            ["mig", "-i", "0", "-cci", "0,0", "-gi", str(held["id"])], ["mig", "-i", "0", "-cci", "9", "-gi", small]]
+    for args in CHANGES + full:
+        results = []
+        for run in (real.run, None):
+            state = tmp_path / f"{'theirs' if run else 'ours'}.json"
+            state.write_text(json.dumps(doc), encoding="utf-8")
+            proc = run("nvidia-smi", args, lib535, state) if run else _ours(args, lib535, state)
+            results.append((_lines(proc, False), json.loads(state.read_text(encoding="utf-8"))))
+        (theirs, their_state), (ours, our_state) = results
+        assert ours == theirs, f"nvidia-smi {' '.join(args)}"
+        assert our_state == their_state, f"nvidia-smi {' '.join(args)}: the state differs"
+
+
 # process names nvidia-smi can print: printable ASCII (spaces too) without the table's border character
 NAMES = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="|"),
                 min_size=1, max_size=60)

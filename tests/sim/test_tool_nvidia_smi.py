@@ -155,7 +155,7 @@ def test_driver_not_loaded_and_gpu_lost(host: tuple[Path, dict[str, str]], tmp_p
 
 def test_persistence_compute_mode_and_query(host: tuple[Path, dict[str, str]]) -> None:
     state, env = host
-    assert smi(env, "-i", "0", "-pm", "1").stdout == ("Enabled Legacy persistence mode for GPU 00000000:07:00.0.\n"
+    assert smi(env, "-i", "0", "-pm", "1").stdout == ("Enabled persistence mode for GPU 00000000:07:00.0.\n"
                                                       "All done.\n")
     assert smi(env, "-i", "0", "-pm", "1").stdout.startswith("Persistence mode is already Enabled")
     assert smi(env, "-i", "0", "-c", "EXCLUSIVE_PROCESS").stdout == (

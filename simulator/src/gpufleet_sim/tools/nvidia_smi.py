@@ -13,7 +13,7 @@ import sys
 from .. import hardware, store
 from . import _common, smi_links, smi_mig, smi_qlog, smi_query, smi_qxml, smi_report
 from ._common import ToolError
-from .smi_common import Gpu, Smi
+from .smi_common import Gpu, Smi, exit_status
 
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
 COMPUTE_MODE_ARGS = {"0": 0, "DEFAULT": 0, "1": 1, "EXCLUSIVE_THREAD": 1, "2": 2, "PROHIBITED": 2,
@@ -169,7 +169,7 @@ def _apply(smi: Smi, gpus: list[Gpu], action: str, func: object, *args: object) 
             print(f"Unable to {action} for GPU {gpu.bus_id}: Not Supported\nTreating as warning and moving on.")
         except nv.NVMLError as exc:
             print(f"Unable to {action} for GPU {gpu.bus_id}: {exc}\nTerminating early due to previous errors.")
-            return _common.exit_status_for(exc.value)
+            return exit_status(exc.value)
     return None
 
 
@@ -185,7 +185,7 @@ def _set_persistence(smi: Smi, gpus: list[Gpu], value: str) -> int:
             print(f"Persistence mode is already {word} for GPU {gpu.bus_id}.")
             return
         nv.nvmlDeviceSetPersistenceMode(gpu.handle, mode)
-        print(f"{word} Legacy persistence mode for GPU {gpu.bus_id}.")
+        print(f"{word} persistence mode for GPU {gpu.bus_id}.")  # 535 has no "Legacy" in its strings
 
     status = _apply(smi, gpus, f"set persistence mode to {word.lower()}", one)
     if status is not None:

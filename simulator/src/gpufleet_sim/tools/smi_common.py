@@ -208,6 +208,16 @@ def ci_name(ci_info: Any, gi_info: Any) -> str:
     return f"{int(ci_info.sliceCount)}c.{gi_short}"
 
 
+# NVML_ERROR_IN_USE, NVML_ERROR_INSUFFICIENT_RESOURCES: 535 exits with these codes too (seen with its binary on
+# MIG changes), beside the documented ones
+PASSED_THROUGH = {19, 23}
+
+
+def exit_status(nvml_code: int) -> int:
+    """nvidia-smi 535's exit status for an NVML failure: the documented codes and PASSED_THROUGH, else 255."""
+    return nvml_code if nvml_code in PASSED_THROUGH else _common.exit_status_for(nvml_code)
+
+
 def on_off(value: Any) -> str:
     """``Enabled`` / ``Disabled`` for an NVML enable state."""
     if value == NA:

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _common
 from ._common import ToolError
-from .smi_common import Gpu, Smi, ci_name, profile_name
+from .smi_common import Gpu, Smi, ci_name, exit_status, profile_name
 
 NO_MIG = "No MIG-enabled devices found."
 
@@ -188,9 +188,9 @@ def _create_gis(smi: Smi, gpus: list[Gpu], spec: str, default_ci: bool) -> int:
                     place.start, place.size = start, _profile_size(smi, gpu, prof)
                     gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(gpu.handle, prof.id, nv.byref(place))
             except nv.NVMLError as exc:
-                print(f"Unable to create a GPU instance on GPU {gpu.index:>2} using profile {prof.id}: {exc}")
-                status = _common.exit_status_for(exc.value)
-                continue
+                print(f"Unable to create a GPU instance on GPU {gpu.index:>2} using profile {prof.id}: {exc}\n"
+                      f"Failed to create GPU instances: {exc}")
+                return exit_status(exc.value)  # 535 stops at the first failure
             info = nv.nvmlGpuInstanceGetInfo(gi)
             print(f"Successfully created GPU instance ID {info.id:>2} on GPU {gpu.index:>2} using profile "
                   f"MIG {profile_name(prof)} (ID {prof.id:>2})")
@@ -209,22 +209,21 @@ def _profile_size(smi: Smi, gpu: Gpu, prof: Any) -> int:
 
 def _destroy_gis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None) -> int:
     nv = smi.nvml
-    status, found = _common.EXIT_OK, False
-    for gpu in gpus:
-        for _prof, gi, info in smi.gpu_instances(gpu.handle):
-            if gi_ids is not None and int(info.id) not in gi_ids:
-                continue
-            found = True
-            try:
-                nv.nvmlGpuInstanceDestroy(gi)
-            except nv.NVMLError as exc:
-                print(f"Unable to destroy GPU instance ID {info.id:>2} from GPU {gpu.index:>2}: {exc}")
-                status = _common.exit_status_for(exc.value)
-                continue
-            print(f"Successfully destroyed GPU instance ID {info.id:>2} from GPU {gpu.index:>2}")
+    status, found, failure = _common.EXIT_OK, False, None
+    for gpu, _prof, gi, info in _selected_gis(smi, gpus, gi_ids):  # 535 destroys in -lgi's order
+        found = True
+        try:
+            nv.nvmlGpuInstanceDestroy(gi)
+        except nv.NVMLError as exc:
+            print(f"Unable to destroy GPU instance ID {info.id:>2} from GPU {gpu.index:>2}: {exc}")
+            status, failure = exit_status(exc.value), exc
+            break  # 535 stops at the first failure
+        print(f"Successfully destroyed GPU instance ID {info.id:>2} from GPU {gpu.index:>2}")
     if not found:
         print("No GPU instances found: Not Found")
         return _common.EXIT_NOT_FOUND
+    if failure is not None:
+        print(f"Failed to destroy GPU instances: {failure}")
     return status
 
 
@@ -298,15 +297,15 @@ def _create_ci(smi: Smi, gpu: Gpu, gi: Any, gi_prof: Any, token: str | None) -> 
                  if (token.isdigit() and int(p.id) == int(token)) or ci_name(p, gi_prof) == token.removeprefix("MIG ")]
     if not match:
         print(f"Unable to create a compute instance on GPU {gpu.index:>2} GPU instance ID {gi_id:>2} using profile "
-              f"{token}: Invalid Argument")
+              f"{token}: Invalid Argument\nFailed to create compute instances: Invalid Argument")
         return _common.EXIT_INVALID_ARGUMENT
     prof = match[0]
     try:
         ci = nv.nvmlGpuInstanceCreateComputeInstance(gi, prof.id)
     except nv.NVMLError as exc:
         print(f"Unable to create a compute instance on GPU {gpu.index:>2} GPU instance ID {gi_id:>2} using profile "
-              f"{prof.id}: {exc}")
-        return _common.exit_status_for(exc.value)
+              f"{'default' if token is None else prof.id}: {exc}\nFailed to create compute instances: {exc}")
+        return exit_status(exc.value)
     ci_info = nv.nvmlComputeInstanceGetInfo(ci)
     print(f"Successfully created compute instance ID {ci_info.id:>2} on GPU {gpu.index:>2} GPU instance ID "
           f"{gi_id:>2} using profile MIG {ci_name(prof, gi_prof)} (ID {prof.id:>2})")
@@ -322,13 +321,15 @@ def _create_cis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None, spec: str) -
     status = _common.EXIT_OK
     for gpu, gi_prof, gi, _info in gis:
         for token in tokens:
-            status = _create_ci(smi, gpu, gi, gi_prof, token) or status
+            status = _create_ci(smi, gpu, gi, gi_prof, token)
+            if status != _common.EXIT_OK:
+                return status  # 535 stops at the first failure
     return status
 
 
 def _destroy_cis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None, ci_ids: set[int] | None) -> int:
     nv = smi.nvml
-    status, found = _common.EXIT_OK, False
+    found = False
     for gpu, _gi_prof, gi, info in _selected_gis(smi, gpus, gi_ids):
         for prof in smi.ci_profiles(gi):
             array = (nv.c_nvmlComputeInstance_t * max(int(prof.instanceCount), 1))()
@@ -346,12 +347,11 @@ def _destroy_cis(smi: Smi, gpus: list[Gpu], gi_ids: set[int] | None, ci_ids: set
                     nv.nvmlComputeInstanceDestroy(array[i])
                 except nv.NVMLError as exc:
                     print(f"Unable to destroy compute instance ID {ci_info.id:>2} from GPU {gpu.index:>2} "
-                          f"GPU instance ID {info.id:>2}: {exc}")
-                    status = _common.exit_status_for(exc.value)
-                    continue
+                          f"GPU instance ID {info.id:>2}: {exc}\nFailed to destroy compute instances: {exc}")
+                    return exit_status(exc.value)  # 535 stops at the first failure
                 print(f"Successfully destroyed compute instance ID {ci_info.id:>2} from GPU {gpu.index:>2} "
                       f"GPU instance ID {info.id:>2}")
     if not found:
         print("No compute instances found: Not Found")
         return _common.EXIT_NOT_FOUND
-    return status
+    return _common.EXIT_OK
