@@ -47,6 +47,10 @@ def oracle_packable(model: GpuModel, names: tuple[str, ...], taken: frozenset[in
 
 
 def oracle_accepts(model: GpuModel, counts: dict[str, int], pins: list[tuple[str, int]]) -> bool:
+    names = [n for n, c in counts.items() for _ in range(c)]
+    all_me = [n for n in names if n.endswith("+me.all")]  # NVML ALL_ME: every media engine; only NO_ME (-me) beside
+    if len(all_me) > 1 or (all_me and any(not n.endswith(("+me.all", "-me")) for n in names)):
+        return False
     for name, count in counts.items():
         profile = model.profile(name)
         assert profile is not None
