@@ -207,6 +207,22 @@ def test_processes_table_rows_are_nvidias_for_any_process(real: RealClients, lib
     assert rows(_ours([], lib535, state)) == theirs
 
 
+@pytest.mark.parametrize("preset", list_presets())
+def test_every_preset_byte_for_byte(real: RealClients, lib535: Path, tmp_path: Path, preset: str) -> None:
+    """The default view, -L, nvlink -s/-e/-c, topo -m/-p2p n and the MIG listings: the same bytes (trailing spaces
+    included) on every preset, also the Blackwell boards whose columns 535 cuts; only the time differs."""
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(build_state(preset, f"bytes-{preset}")), encoding="utf-8")
+    for args in ([], ["-L"], ["nvlink", "-s"], ["nvlink", "-e"], ["nvlink", "-c"], ["topo", "-m"],
+                 ["topo", "-p2p", "n"], ["mig", "-lgip"], ["mig", "-lgipp"]):
+        theirs, ours = real.run("nvidia-smi", args, lib535, state), _ours(args, lib535, state)
+        their_out, our_out = theirs.stdout, ours.stdout
+        if not args:  # the first line is the time, padded to 31 columns
+            assert len(our_out.split("\n", 1)[0]) == len(their_out.split("\n", 1)[0]) == 31
+            their_out, our_out = their_out.split("\n", 1)[1], our_out.split("\n", 1)[1]
+        assert (our_out, ours.stderr, ours.returncode) == (their_out, theirs.stderr, theirs.returncode), args
+
+
 # ---------------------------------------------------------------------------------------------- -q line for line
 
 # Lines NVIDIA's 535 binary fills from export-table slots the simulated library leaves empty: it prints

@@ -126,7 +126,7 @@ def summary(smi: Smi, gpus: list[Gpu]) -> str:
     """The default ``nvidia-smi`` table as NVIDIA's 535 draws it (columns checked against its binary)."""
     bar = "+" + "-" * 87 + "+"
     cells = "+-----------------------------------------+----------------------+----------------------+"
-    out = [time.strftime("%a %b %d %H:%M:%S %Y"), bar,
+    out = [f"{time.strftime('%a %b %d %H:%M:%S %Y'):<31}", bar,  # 535 pads the time to 31 columns
            f"| NVIDIA-SMI {smi.driver_version():<23}Driver Version: {smi.driver_version():<13}"
            f"CUDA Version: {smi.cuda_version():<9}|",
            "|-----------------------------------------+----------------------+----------------------+",
@@ -135,24 +135,31 @@ def summary(smi: Smi, gpus: list[Gpu]) -> str:
            "|                                         |                      |               MIG M. |",
            "|=========================================+======================+======================|"]
     for gpu in gpus:
-        name = str(_field(smi, gpu, "name"))[:24]
+        name = str(_field(smi, gpu, "name"))
+        name = name if len(name) <= 24 else name[:24] + "..."  # 535 keeps 24 characters and marks the cut
         pm = "On" if _field(smi, gpu, "persistence_mode") == "Enabled" else "Off"
         mig = _field(smi, gpu, "mig.mode.current")
+        mig = NA if mig == "[N/A]" else mig  # the table's cell says N/A where the CSV query says [N/A]
         # a MIG GPU counts ECC errors per MIG device: 535 prints "On" in the GPU's cell
         ecc = "On" if mig == "Enabled" else _field(smi, gpu, "ecc.errors.uncorrected.volatile.total")
         temp, pstate = _field(smi, gpu, "temperature.gpu"), _field(smi, gpu, "pstate")
         draw, cap = _field(smi, gpu, "power.draw"), _field(smi, gpu, "power.limit")
-        power = f"{float(draw):.0f}W / {float(cap):.0f}W" if NA not in (draw, cap) else "N/A / N/A"
+        # the cap is a 4-column cell: "70W" right-aligned, "1000W" cut to "1..."
+        cap_cell = f"{float(cap):.0f}W".rjust(4) if cap != NA else "N/A"
+        cap_cell = cap_cell if len(cap_cell) <= 4 else cap_cell[:1] + "..."
+        power = f"{float(draw):.0f}W / {cap_cell}" if NA not in (draw, cap) else "N/A / N/A"
         used, total = _field(smi, gpu, "memory.used"), _field(smi, gpu, "memory.total")
         util = _field(smi, gpu, "utilization.gpu")
         mode = _field(smi, gpu, "compute_mode")
         memory = f"{used}MiB / " + _cell(f"{total}MiB", 8).rstrip()  # 535 cuts a 6-digit total to "14377..."
-        out += [f"| {gpu.index:>3}  {name:<24}{pm:>10} | {gpu.bus_id} {'Off':>3} | {ecc!s:>20} |",
+        out += [f"| {gpu.index:>3}  {name:<24}{pm:>{34 - max(len(name), 24)}} | {gpu.bus_id} {'Off':>3} | "
+                f"{ecc!s:>20} |",
                 f"| {'N/A':<3}{temp!s:>5}C    {pstate:<2}{power:>24} | {memory:>20} |"
                 f"{f'{util}%':>8}{mode:>13} |",
                 f"|{'':41}|{'':22}| {mig:>20} |", cells]
     out += _mig_devices(smi, gpus, bar)
-    out += ["", bar, "| Processes:                                                                            |",
+    out += [" " * len(bar), bar,  # 535's empty line is as wide as the table
+            "| Processes:                                                                            |",
             "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |",
             "|        ID   ID                                                             Usage      |",
             "|" + "=" * 87 + "|"]
