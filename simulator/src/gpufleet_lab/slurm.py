@@ -120,6 +120,9 @@ class Cluster:
     nodes: Mapping[str, str]
     gres: dict[str, str] = field(default_factory=dict)
     name: str = "gpufleet"
+    #: slurmd's HealthCheckProgram (run on every node each ``health_check_interval`` s); None: no health check
+    health_check: str | None = None
+    health_check_interval: int = 5
 
     @property
     def controller(self) -> str:
@@ -146,6 +149,9 @@ class Cluster:
             "SlurmctldLogFile=/var/log/slurm/slurmctld.log", "SlurmdLogFile=/var/log/slurm/slurmd.log",
             "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5",
         ]
+        if self.health_check:
+            lines += [f"HealthCheckProgram={self.health_check}", f"HealthCheckInterval={self.health_check_interval}",
+                      "HealthCheckNodeState=ANY"]
         for node, address in self.nodes.items():
             gres = f" Gres={self.gres[node]}" if self.gres.get(node) else ""
             lines.append(f"NodeName={node} NodeAddr={address} Port={self.port(node)} CPUs=2 RealMemory=100"
@@ -164,6 +170,16 @@ class Cluster:
         for host in self.nodes:
             self._put(host, "/etc/slurm/slurm.conf", conf, "0644")
             self._put(host, "/etc/slurm/gres.conf", b"# Managed by gpufleet_lab.slurm\nAutoDetect=nvml\n", "0644")
+
+    def read_gres(self) -> dict[str, str]:
+        """Read the nodes' ``Gres=`` back from the controller's ``slurm.conf`` (after something else edited it) into
+        :attr:`gres`, so that :meth:`write_config` keeps them; return them."""
+        text = exec_in(self.controller, ["cat", "/etc/slurm/slurm.conf"])
+        for line in text.splitlines():
+            fields = dict(re.findall(r"(\w+)=(\S+)", line))
+            if line.startswith("NodeName=") and fields.get("NodeName") in self.nodes:
+                self.gres[fields["NodeName"]] = fields.get("Gres", "")
+        return dict(self.gres)
 
     def start(self) -> None:
         """Generate this run's munge key, write the configuration and start munge, slurmctld and slurmd."""
