@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,17 @@ def _venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The inventory file and, per host, its state file and report paths."""
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The inventory file and, per host, its state file and report paths.
+
+    The NVSwitch hosts run their fabric manager, as provisioned hosts do: a live driver client named
+    ``nv-fabricmanager`` (a process held for the module's tests), which the simulated NVML needs to report the GPUs'
+    fabric "Completed" (nvmlsim_fabric.c)."""
     from gpufleet_sim import presets  # in-repo: a failed import is a failure, never a skip
     lib_dir = _build_sim_library(LIB_DIR)
     base = tmp_path_factory.mktemp("verify")
     hosts: dict[str, Any] = {}
+    fabric_manager = subprocess.Popen(["sleep", "infinity"])
     for seed, name in enumerate(HOSTS, start=1):
         home = base / name
         home.mkdir()
@@ -77,6 +83,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         if WARN_GPU[0] == name:
             doc["gpus"][WARN_GPU[1]]["ecc"]["volatile"]["corrected"]["dram"] = 20000
         state = store.create(home / "state.json", doc)
+        if doc.get("nvswitch", {}).get("count"):
+            hardware.register_client(fabric_manager.pid, "nv-fabricmanager", path=state)
         for index, layout in MIG_LAYOUTS.get(name, {}).items():
             env = dict(os.environ, NVML_SIM_STATE=str(state), LD_LIBRARY_PATH=str(lib_dir))
             subprocess.run([sys.executable, "-m", "gpufleet_sim.tools.nvidia_smi", "mig", "-i", str(index), "-cgi",
@@ -99,9 +107,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     inventory = base / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}), encoding="utf-8")
     bad = store.load(base / "gpu-b" / "state.json")["gpus"][BAD_GPU]
-    return {"inventory": inventory, "base": base, "hosts": hosts,
-            "bad_gpu": {"index": BAD_GPU, "uuid": bad["uuid"], "pci_bus_id": bad["pci"]["bus_id"]},
-            "states": {name: store.load(base / name / "state.json") for name in HOSTS}}
+    yield {"inventory": inventory, "base": base, "hosts": hosts,
+           "bad_gpu": {"index": BAD_GPU, "uuid": bad["uuid"], "pci_bus_id": bad["pci"]["bus_id"]},
+           "states": {name: store.load(base / name / "state.json") for name in HOSTS}}
+    fabric_manager.kill()
+    fabric_manager.wait(10)
 
 
 def _cli_verify(inventory: Path, junit: Path, html: Path) -> tuple[int, dict[str, Any]]:
