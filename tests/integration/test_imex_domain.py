@@ -2,9 +2,8 @@
 really connect to each other over TCP on their lab addresses.
 
 Four podman hosts (``4xGB200``) from the prepared ``plain-570`` baseline (simulated driver 570, no NVSwitch on the
-tray): ``imex-a`` and ``imex-b`` form NVLink domain ``nvl72_a``, ``imex-d`` alone domain ``nvl72_b``; ``imex-c`` is
-the tray that joins ``nvl72_a`` (the stopped-tray and third-tray tests are not in this file yet). The domains
-are inventory groups named by ``nvidia_imex_domain_groups``. The
+tray): ``imex-a`` and ``imex-b`` form NVLink domain ``nvl72_a``, ``imex-d`` alone domain ``nvl72_b``, and ``imex-c``
+joins ``nvl72_a`` in the last test. The domains are inventory groups named by ``nvidia_imex_domain_groups``. The
 judge is ``nvidia-imex-ctl -N -j`` on the trays, systemd's InvocationID of ``nvidia-imex`` (a restart changes it) and
 the role's own failure message when a tray is stopped.
 """
@@ -25,8 +24,8 @@ from _lab_play import results as all_results
 from _lab_play import run_playbook
 
 from gpufleet_lab import reposerver
-from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
-from gpufleet_lab.podman import containers_conf, project_root
+from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts, wait_running
+from gpufleet_lab.podman import containers_conf, podman, project_root
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
@@ -72,7 +71,15 @@ class Lab:
              addresses: dict[str, str] | None = None) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
         hosts = self.work / "hosts.yml"
         hosts.write_text(json.dumps(inventory(domains, addresses or {})), encoding="utf-8")
-        rc, doc = run_playbook(hosts, self.playbook, extra, work=self.work, check=check, limit=limit)
+        tags = [item.split("=", 1)[1] for item in extra if item.startswith("--tags=")]
+        extra = tuple(item for item in extra if not item.startswith("--tags="))
+        os.environ.pop("ANSIBLE_RUN_TAGS", None)
+        if tags:
+            os.environ["ANSIBLE_RUN_TAGS"] = ",".join(tags)
+        try:
+            rc, doc = run_playbook(hosts, self.playbook, extra, work=self.work, check=check, limit=limit)
+        finally:
+            os.environ.pop("ANSIBLE_RUN_TAGS", None)
         return rc, all_results(doc), doc
 
 
@@ -148,3 +155,36 @@ def test_an_address_that_is_no_ip_is_refused_before_any_change(lab: Lab) -> None
         'line), but imex-d has "tray-d\nrm -rf /". Set nvidia_imex_address (or an IP address as ansible_host) for '
         'each member in the inventory. Nothing was changed.']
     assert exec_in("imex-d", ["cat", "/etc/nvidia-imex/nodes_config.cfg"]) == before
+
+
+def test_a_stopped_tray_is_named_and_comes_back_after_its_reboot(lab: Lab) -> None:
+    boot_unit = exec_in("imex-b", ["systemctl", "show", "-p", "InvocationID", "--value", "nvidia-imex-channels"])
+    podman(["stop", "--time", "5", "imex-b"])
+    rc, results, _ = lab.play(TWO, "nvidia_imex_verify_timeout=6", "--tags=nvidia_imex_verify", limit="imex-a")
+    assert rc == 2
+    assert failed(results) == [
+        f"nvidia_imex: NVLink domain nvl72_a is not ready on imex-a after 6 s: imex-b ({B}) is UNAVAILABLE. Check "
+        "that nvidia-imex runs there and that it reaches this node on port 50000."]
+
+    podman(["start", "imex-b"])  # the tray boots again: /dev is new, the boot unit makes the channel device again
+    wait_running("imex-b")
+    assert exec_in("imex-b", ["stat", "-c", "%F", CHANNEL]).strip() == "character special file"
+    assert exec_in("imex-b", ["systemctl", "show", "-p", "InvocationID", "--value",
+                              "nvidia-imex-channels"]) != boot_unit
+    rc, results, _ = lab.play(TWO, "--tags=nvidia_imex_verify", limit="imex-a,imex-b")
+    assert (rc, failed(results)) == (0, [])
+    assert domain_view("imex-a") == ("UP", [(A, "READY"), (B, "READY")])
+
+
+def test_a_third_tray_restarts_its_domain_only(lab: Lab) -> None:
+    before = {host: invocation(host) for host in ("imex-a", "imex-b", "imex-d")}
+    three = {"nvl72_a": ["imex-a", "imex-b", "imex-c"], "nvl72_b": ["imex-d"]}
+    rc, results, _ = lab.play(three)
+    assert (rc, failed(results)) == (0, [])
+    after = {host: invocation(host) for host in ("imex-a", "imex-b", "imex-d")}
+    assert after["imex-d"] == before["imex-d"]  # the other domain's IMEX did not restart
+    assert after["imex-a"] != before["imex-a"]
+    assert after["imex-b"] != before["imex-b"]
+    for host in ("imex-a", "imex-b", "imex-c"):
+        assert domain_view(host) == ("UP", [(A, "READY"), (B, "READY"), (C, "READY")])
+    assert domain_view("imex-d") == ("UP", [(D, "READY")])
