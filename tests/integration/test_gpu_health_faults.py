@@ -58,6 +58,8 @@ def state(tmp_path: Path) -> Path:
     doc = presets.build_state(PRESET, 1)
     for gpu in doc["gpus"]:  # a provisioned host: nvidia-persistenced has turned persistence mode on
         gpu["persistence_mode"] = 1
+    # ... and the fabric manager runs (this test process stands in for it), so every GPU's fabric is Completed
+    hardware.register_client_in(doc, os.getpid(), "nv-fabricmanager")
     doc["require_root"] = False
     return store.create(tmp_path / "state.json", doc)
 
@@ -164,6 +166,24 @@ def test_fault_fails_its_check(sim_lib_dir: Path, state: Path, tmp_path: Path, f
     assert (got["name"], got["gpu"], got["value"]) == (check, gpu_identity(state, index), value), got["message"]
     assert result["health"]["failed"] == [f"{check}[gpu {index}]"]
     assert result["msg"] == f"health fail: {check}[gpu {index}]"
+
+
+def test_fabric_stuck_in_progress_fails_that_gpus_fabric(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("fabric-stuck", "5", {}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc != 0
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["value"]["state"]) == ("fabric", gpu_identity(state, 5), "In Progress")
+    assert result["health"]["failed"] == ["fabric[gpu 5]"]
+
+
+def test_no_fabric_manager_leaves_every_fabric_not_started(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    with store.transaction(state) as doc:  # the fabric manager stops
+        hardware.unregister_client_in(doc, os.getpid())
+    _rc, result = run_health(sim_lib_dir, state, tmp_path)
+    failing = [(c["name"], c["gpu"]["index"], c["value"]["state"]) for c in result["health"]["checks"]
+               if c["status"] == "fail"]
+    assert failing == [("fabric", index, "Not Started") for index in range(8)]
 
 
 def test_foreign_process_passes_when_idle_not_expected(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
