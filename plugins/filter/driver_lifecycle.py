@@ -24,8 +24,8 @@ from ansible.errors import AnsibleFilterError
 #: PCI device-id ranges of NVIDIA's GPU chips (inclusive), by architecture: the upper bits of the device id name the
 #: chip family (GM10x/GM20x 0x13xx-0x17xx, GP10x 0x15F0-0x15FF and 0x1B00-0x1D7F, GV100 0x1D80-0x1DFF, TU10x
 #: 0x1E00-0x1FFF and 0x2180-0x21FF, GA100 0x2000-0x20FF, GA10x 0x2200-0x22FF and 0x2400-0x25FF, GH100 0x2300-0x23FF,
-#: AD10x 0x2600-0x28FF, GB10x/GB20x 0x2900-0x2FFF, GB110 (B300 0x3182) 0x3000-0x31FF). Grace Hopper superchips (GH200) are listed by device id: they
-#: are Hopper GPUs that, unlike H100 boards, run only the open kernel modules.
+#: AD10x 0x2600-0x28FF, GB10x/GB20x 0x2900-0x2FFF, B300 (0x3182) 0x3000-0x31FF). Grace Hopper superchips (GH200)
+#: are listed by device id: they are Hopper GPUs that, unlike H100 boards, run only the open kernel modules.
 GRACE_HOPPER_DEVICES = frozenset({0x2342, 0x2348})
 DEVICE_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x1340, 0x14FF, "Maxwell"),
