@@ -10,6 +10,7 @@ every problem found, each naming the GPU, its model, the profile and the reason.
 
 from __future__ import annotations
 
+import marshal
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,10 +113,15 @@ class GpuConfig:
 
     def copy(self) -> GpuConfig:
         """A copy that shares the immutable instance specs (and the fingerprint, while the copy is unchanged)."""
-        twin = GpuConfig(self.index, self.model, self.mig_enabled, self.entry, self.mig_capable,
-                         self.mode_change_requires_reset, list(self.gpu_instances), dict(self.profile_names))
-        twin._fingerprint = self.fingerprint
-        twin._fingerprint_of = self._fingerprint_of  # equal to the twin's state: same specs, same objects
+        self.fingerprint  # noqa: B018 (brought up to date on the original, then shared)
+        return self._twin()
+
+    def _twin(self) -> GpuConfig:
+        # every attribute as it is (the fingerprint too: the property checks it against the twin's own state)
+        twin = object.__new__(GpuConfig)
+        twin.__dict__.update(self.__dict__)
+        twin.gpu_instances = list(self.gpu_instances)
+        twin.profile_names = dict(self.profile_names)
         return twin
 
     def _state(self) -> tuple[Any, ...]:
@@ -498,10 +504,7 @@ def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "
     """
     if unmatched not in ("error", "ignore"):
         raise ValueError(f"unmatched must be 'error' or 'ignore', got {unmatched!r}")
-    try:
-        key = repr((entries, gpus, unmatched, tuple(absent)))
-    except RecursionError:
-        key = None
+    key = _input_key((entries, gpus, unmatched, tuple(absent)))
     known = _VALIDATED.get(key) if key is not None else None
     if known is None:
         try:
@@ -515,15 +518,30 @@ def validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str = "
             if len(_VALIDATED) >= _VALIDATED_MAX:
                 _VALIDATED.clear()
             _VALIDATED[key] = known
+        if not isinstance(known, LayoutError):
+            for config in known:
+                config.fingerprint  # noqa: B018 (once, while cached: every copy handed out shares it)
     if isinstance(known, LayoutError):
         raise LayoutError(known.problems)
-    return [config.copy() for config in known]
+    return [config._twin() for config in known]
 
 
-# Fleets share layouts and GPU tables: validate's verdicts by the repr of its inputs (JSON-like data, whose repr
-# tells every difference that matters: types, order, values). Callers get copies.
-_VALIDATED: dict[str, list[GpuConfig] | LayoutError] = {}
+# Fleets share layouts and GPU tables: validate's verdicts by its inputs, marshalled (JSON-like data, whose marshal
+# tells every difference that matters: types, order, values), else by their repr (a str subclass, say, which marshal
+# refuses). Callers get copies.
+_VALIDATED: dict[str | bytes, list[GpuConfig] | LayoutError] = {}
 _VALIDATED_MAX = 4096
+
+
+def _input_key(data: Any) -> str | bytes | None:
+    """A cache key that tells every difference of JSON-like ``data``; None when it is nested too deeply."""
+    try:
+        return marshal.dumps(data, 2)
+    except ValueError:
+        try:
+            return repr(data)
+        except RecursionError:
+            return None
 
 
 def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, absent: Sequence[int]

@@ -19,13 +19,14 @@ Compute instances of a kept GPU instance are rebuilt only when their set differs
 
 from __future__ import annotations
 
+import marshal
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import model_for
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import HOST_TABLE_KEY, model_for
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import (
     GiSpec,
     GpuConfig,
@@ -256,19 +257,50 @@ def _plan_instances(index: int, model: GpuModel, existing: list[ExistingGi], des
     return actions
 
 
-# Fleets repeat the same (current state, desired config) pairs: plans by the repr of the GPU's state without its
-# UUID and the config's fingerprint. Callers get copies; the UUID is the caller's.
-_PLANNED: dict[str, tuple[str | None, list[dict[str, Any]], str] | LayoutError] = {}
+# Fleets repeat the same (current state, desired config) pairs: plans by what the planner reads of the GPU's state
+# (not its UUID, nor the temperatures and clocks gpu_facts also reports) and the config's fingerprint. The key is
+# marshalled, so it tells 1 from 1.0 and True as a repr would; input marshal cannot take (say a str subclass) falls
+# back to repr. Callers get copies; the UUID is the caller's.
+_PLANNED: dict[str | bytes, tuple[str | None, list[dict[str, Any]], str] | LayoutError] = {}
 _PLANNED_MAX = 8192
+
+
+def _state_key(current: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Every value of ``current`` that :func:`_plan_gpu` reads (model_for, _mode, _raw_instances, _existing)."""
+    mig = current.get("mig")
+    if type(mig) is not dict:  # the exact type: the fast path for what gpu_facts returns
+        mig = sub_mapping(current, "mig")
+    table = current.get(HOST_TABLE_KEY)
+    gis = current.get("gpu_instances") or mig.get("gpu_instances") or ()
+    return (current.get("index"), current.get("model"), current.get("name"), current.get("pci_device_id"),
+            table, current.get("memory_total_mib") if table else None,
+            mig.get("supported"), mig.get("current"), mig.get("pending"),
+            [(gi.get("id"), gi.get("profile_id"), gi.get("profile"), gi.get("profile_name"), gi.get("start"),
+              gi.get("size"),
+              [(ci.get("id"), ci.get("profile_id"), ci.get("profile"), ci.get("name"), ci.get("slices"),
+                ci.get("size")) for ci in gi.get("compute_instances") or ()])
+             for gi in gis])
+
+
+def _plan_key(current: Mapping[str, Any], config: GpuConfig | None) -> str | bytes | None:
+    fingerprint = config and config.fingerprint
+    try:
+        state = _state_key(current)
+    except (AttributeError, TypeError):  # malformed input: planned (and refused) uncached
+        return None
+    try:
+        return marshal.dumps((state, fingerprint), 2)
+    except ValueError:
+        try:
+            return repr((state, fingerprint))
+        except RecursionError:
+            return None
 
 
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
     config = None if desired is None else GpuConfig.from_dict(desired)
-    try:
-        key = repr(([(k, v) for k, v in current.items() if k != "uuid"], config and config.fingerprint))
-    except RecursionError:
-        key = None
+    key = _plan_key(current, config)
     known = _PLANNED.get(key) if key is not None else None
     if known is None:
         try:
