@@ -9,6 +9,8 @@
   GPUs ``pci_devices`` found: a warning when the branch is past its end of life on the given date, an error when it
   does not support a GPU present or when the requested kernel module flavour cannot run one, and the flavour
   ``auto`` resolves to.
+* ``driver_package_names``: the names, for one driver branch, of the packages that are locked to the driver version
+  but are not the driver itself (fabric manager, NSCQ, NVLSM, IMEX), from ``PACKAGE_NAMES``.
 
 The table itself lives in ``roles/nvidia_driver/vars/main.yml`` (one place, with its sources); this file holds only
 the logic, so that it is unit-tested as a table of cases.
@@ -181,6 +183,32 @@ def driver_branch_check(lifecycle: Any, branch: Any, gpus: Any, today: Any, kern
             "warnings": warnings, "errors": errors}
 
 
+#: The companion packages locked to the driver's version, by the first branch that names them so (newest first).
+#: NVIDIA's CUDA apt repository drops the branch suffix from R580 on and pins these packages by version instead:
+#: ``nvidia-fabricmanager-<branch>`` -> ``nvidia-fabricmanager``, ``libnvidia-nscq-<branch>`` -> ``libnvidia-nscq``,
+#: ``nvidia-imex-<branch>`` -> ``nvidia-imex``; ``nvlsm`` never had a suffix. Source: NVIDIA/gpu-driver-container,
+#: ``ubuntu22.04/install.sh`` (``fabricmanager_install``, ``nscq_install``, ``imex_install``,
+#: ``nvlink5_pkgs_install``: ``DRIVER_BRANCH -ge 580`` installs the unsuffixed names at ``<driver version>-1``).
+#: ``{branch}`` is replaced by the branch.
+PACKAGE_NAMES: tuple[tuple[int, dict[str, str]], ...] = (
+    (580, {"fabricmanager": "nvidia-fabricmanager", "nscq": "libnvidia-nscq", "imex": "nvidia-imex",
+           "nvlsm": "nvlsm"}),
+    (0, {"fabricmanager": "nvidia-fabricmanager-{branch}", "nscq": "libnvidia-nscq-{branch}",
+         "imex": "nvidia-imex-{branch}", "nvlsm": "nvlsm"}),
+)
+
+
+def driver_package_names(branch: Any) -> dict[str, str]:
+    """The names of the fabric manager, NSCQ, NVLSM and IMEX packages of driver branch ``branch`` ("570", 580)."""
+    name = str(branch).strip()
+    if not _BRANCH.match(name):
+        raise AnsibleFilterError(f"driver_package_names: {branch!r} is not a driver branch (three or four digits, "
+                                 "such as 580)")
+    names = next(row for first, row in PACKAGE_NAMES if int(name) >= first)
+    return {kind: value.replace("{branch}", name) for kind, value in names.items()}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"gpu_architecture": gpu_architecture, "driver_branch_check": driver_branch_check}
+        return {"gpu_architecture": gpu_architecture, "driver_branch_check": driver_branch_check,
+                "driver_package_names": driver_package_names}

@@ -2,9 +2,10 @@
 the host unchanged by every refusal.
 
 Two podman hosts from the simulated repository: an HGX B200 (Blackwell) that only preflight ever touches - a branch
-before 570, the proprietary modules and NVreg_EnableGpuFirmware=0 with the open ones are refused, and the default
-branch (570, past its end of life in February 2026 by NVIDIA's lifecycle page) is warned about in a check-mode run -
-and an HGX H100 that is switched from the proprietary to the open kernel modules: the swap is planned and refused
+before 570, the proprietary modules and NVreg_EnableGpuFirmware=0 with the open ones are refused, and branch 570
+pinned explicitly (past its end of life in February 2026 by NVIDIA's lifecycle page) is warned about in a check-mode
+run - and an HGX H100 on which a check-mode run with the role's default branch (580, long-term support to June 2028)
+warns about nothing, then is switched from the proprietary to the open kernel modules: the swap is planned and refused
 without nvidia_driver_reboot_ok, and done with it (a container host: everything but the reboot).
 """
 
@@ -128,10 +129,19 @@ def test_gpu_firmware_off_is_refused_with_the_open_modules(lab: dict[str, object
 
 def test_a_branch_past_its_end_of_life_is_warned_about(lab: dict[str, object]) -> None:
     before = snapshot(B200)
-    rc, out = run_role(lab, B200, check=True)
+    rc, out = run_role(lab, B200, "nvidia_driver_branch=570", check=True)
     assert (rc, out["failed"]) == (0, [])
     assert [line for line in out["said"] if line.startswith("WARNING")] == [EOL_570]
     assert snapshot(B200) == before
+
+
+def test_the_default_branch_is_not_past_its_end_of_life(lab: dict[str, object]) -> None:
+    """No branch pinned: the role's default (580) is in support, so preflight warns about nothing."""
+    before = snapshot(H100)
+    rc, out = run_role(lab, H100, check=True)
+    assert (rc, out["failed"]) == (0, [])
+    assert [line for line in out["said"] if "WARNING" in line] == []
+    assert snapshot(H100) == before
 
 
 def kernel_packages(host: str) -> dict[str, str]:
@@ -144,7 +154,7 @@ def kernel_packages(host: str) -> dict[str, str]:
 def test_switching_proprietary_to_open_is_planned_refused_then_done(lab: dict[str, object]) -> None:
     rc, out = run_role(lab, H100, "nvidia_driver_kernel_module=proprietary")
     assert (rc, out["failed"]) == (0, [])
-    assert kernel_packages(H100) == {"nvidia-kernel-dkms": "570.172.08-1"}
+    assert kernel_packages(H100) == {"nvidia-kernel-dkms": "580.105.08-1"}
 
     before = snapshot(H100)
     rc, out = run_role(lab, H100, "nvidia_driver_kernel_module=open")
@@ -155,12 +165,12 @@ def test_switching_proprietary_to_open_is_planned_refused_then_done(lab: dict[st
         "nvidia_driver_reboot_ok: true to let the role reboot the host, or false to reboot it yourself later. "
         "Nothing was changed."]
     assert (f"nvidia_driver: {H100} swaps the kernel modules from proprietary (nvidia-kernel-dkms) to open "
-            "(nvidia-kernel-open-dkms 570.172.08-1); the packages conflict, so one replaces the other, and the new "
+            "(nvidia-kernel-open-dkms 580.105.08-1); the packages conflict, so one replaces the other, and the new "
             "module loads at the next boot.") in out["said"]
     assert snapshot(H100) == before
 
     rc, out = run_role(lab, H100, "nvidia_driver_kernel_module=open", "nvidia_driver_reboot_ok=true")
     assert (rc, out["failed"]) == (0, [])
-    assert kernel_packages(H100) == {"nvidia-kernel-open-dkms": "570.172.08-1"}
+    assert kernel_packages(H100) == {"nvidia-kernel-open-dkms": "580.105.08-1"}
     held = exec_in(H100, ["dpkg", "--get-selections", "nvidia-kernel-open-dkms"]).split()
     assert held == ["nvidia-kernel-open-dkms", "hold"]

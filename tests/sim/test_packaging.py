@@ -38,18 +38,20 @@ def contents(deb: Path) -> list[str]:
 
 
 #: the package table of docs/simulator.md, typed as data: three driver branches (550.163.01, 570.172.08,
-#: 580.105.08), two container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter
+#: 580.105.08), two container toolkit versions (1.17.8, 1.18.0), DCGM 4.4.1 with its exporter. From R580 the fabric
+#: manager, NSCQ and IMEX packages lose the branch suffix ({s}: "-<branch>" before 580, nothing from it), as in
+#: NVIDIA's CUDA repository (NVIDIA/gpu-driver-container ubuntu22.04/install.sh).
 DRIVER_PACKAGES = ("cuda-drivers-{b}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
-                   "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps", "nvidia-fabricmanager-{b}",
-                   "nvidia-imex-{b}", "nvlsm",
-                   "libnvidia-nscq-{b}")
-BRANCHES = (("550", "550.163.01"), ("570", "570.172.08"), ("580", "580.105.08"))
+                   "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps", "nvidia-fabricmanager{s}",
+                   "nvidia-imex{s}", "nvlsm",
+                   "libnvidia-nscq{s}")
+BRANCHES = (("550", "550.163.01", "-550"), ("570", "570.172.08", "-570"), ("580", "580.105.08", ""))
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                     "libnvidia-container1")
 EXPECTED_DEBS = sorted(
-    [f"{name.format(b=branch)}_{version}-1_amd64.deb"
-     for branch, version in BRANCHES for name in DRIVER_PACKAGES]
-    + [f"nvidia-driver-pinning-{branch}_{version}-1_all.deb" for branch, version in BRANCHES]
+    [f"{name.format(b=branch, s=suffix)}_{version}-1_amd64.deb"
+     for branch, version, suffix in BRANCHES for name in DRIVER_PACKAGES]
+    + [f"nvidia-driver-pinning-{branch}_{version}-1_all.deb" for branch, version, _ in BRANCHES]
     + [f"{name}_{version}-1_amd64.deb" for version in ("1.17.8", "1.18.0") for name in TOOLKIT_PACKAGES]
     + ["datacenter-gpu-manager-4-core_4.4.1-1_amd64.deb", "datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb",
        "datacenter-gpu-manager-4-cuda13_4.4.1-1_amd64.deb", "datacenter-gpu-manager-exporter_4.4.1-4.5.2-1_amd64.deb"])
@@ -71,6 +73,8 @@ def test_package_set(pool: Path) -> None:
         ("libnvidia-ml1_570.172.08-1_amd64.deb", "570.172.08-1", "libcjson1, libc6"),
         ("nvidia-fabricmanager-570_570.172.08-1_amd64.deb", "570.172.08-1", "nvidia-driver (= 570.172.08-1), python3"),
         ("nvlsm_580.105.08-1_amd64.deb", "580.105.08-1", "libnvidia-ml1 (= 580.105.08-1), python3"),
+        ("nvidia-fabricmanager_580.105.08-1_amd64.deb", "580.105.08-1", "nvidia-driver (= 580.105.08-1), python3"),
+        ("nvidia-imex_580.105.08-1_amd64.deb", "580.105.08-1", "libnvidia-ml1 (= 580.105.08-1), python3"),
         ("nvidia-container-toolkit_1.17.8-1_amd64.deb", "1.17.8-1",
          "nvidia-container-toolkit-base (= 1.17.8-1), libnvidia-container-tools (= 1.17.8-1)"),
         ("datacenter-gpu-manager-4-cuda12_4.4.1-1_amd64.deb", "1:4.4.1-1",

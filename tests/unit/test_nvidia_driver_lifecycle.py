@@ -19,6 +19,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.nvidia.plugins.filter.driver_lifecycle import (
     driver_branch_check,
+    driver_package_names,
     gpu_architecture,
 )
 from hypothesis import given, settings
@@ -36,6 +37,7 @@ GB200 = "0x2941"
 H100 = "0x2330"
 GH200 = "0x2342"
 A100 = "0x20B2"
+A30 = "0x20B7"
 L40S = "0x26B9"
 T4 = "0x1EB8"
 V100 = "0x1DB1"
@@ -198,3 +200,38 @@ def test_the_check_never_crashes_and_never_installs_what_it_refuses(branch: str,
     for line in result["errors"] + result["warnings"]:
         assert line.startswith("nvidia_driver: ")
         assert "\n" not in line
+
+
+#: The role's default branch, read from its defaults file (not copied here).
+DEFAULT_BRANCH = yaml.safe_load((REPO / "roles" / "nvidia_driver" / "defaults" / "main.yml").read_text(
+    encoding="utf-8"))["nvidia_driver_branch"]
+
+
+@pytest.mark.parametrize("found", [gpus(A100, 8), gpus(H100, 8), gpus(A30, 4)], ids=["A100", "H100", "A30"])
+def test_the_default_branch_is_in_support_on_ampere_and_hopper(found: list[dict[str, str]]) -> None:
+    """A run with no branch pinned (issue 17's date, 2026-11-26) warns about nothing; pinning 570 still warns."""
+    default = check(str(DEFAULT_BRANCH), found, "2026-11-26")
+    assert (default["warnings"], default["errors"]) == ([], [])
+    assert check("570", found, "2026-11-26")["warnings"] == [
+        "nvidia_driver: driver branch 570 (production branch) reached its end of life in 2026-02 and gets no more "
+        "fixes; move nvidia_driver_branch to a supported branch (long-term support: 580, 620)."]
+
+
+@pytest.mark.parametrize(("branch", "names"), [
+    ("550", {"fabricmanager": "nvidia-fabricmanager-550", "nscq": "libnvidia-nscq-550", "imex": "nvidia-imex-550",
+             "nvlsm": "nvlsm"}),
+    ("570", {"fabricmanager": "nvidia-fabricmanager-570", "nscq": "libnvidia-nscq-570", "imex": "nvidia-imex-570",
+             "nvlsm": "nvlsm"}),
+    ("580", {"fabricmanager": "nvidia-fabricmanager", "nscq": "libnvidia-nscq", "imex": "nvidia-imex",
+             "nvlsm": "nvlsm"}),
+    (595, {"fabricmanager": "nvidia-fabricmanager", "nscq": "libnvidia-nscq", "imex": "nvidia-imex",
+           "nvlsm": "nvlsm"}),
+])
+def test_package_names_lose_the_branch_suffix_from_580(branch: str, names: dict[str, str]) -> None:
+    assert driver_package_names(branch) == names
+
+
+@pytest.mark.parametrize("branch", ["", "57", "580; rm", "latest"])
+def test_package_names_of_something_that_is_no_branch_are_refused(branch: str) -> None:
+    with pytest.raises(AnsibleFilterError, match="is not a driver branch"):
+        driver_package_names(branch)

@@ -130,6 +130,17 @@ def _unit(name: str) -> dict[str, FileContent]:
     return {f"{SYSTEMD_DIR}/{name}": _tools_dir() / name}
 
 
+#: The first branch whose fabric manager, NSCQ and IMEX packages carry no branch suffix in NVIDIA's CUDA repository
+#: (``nvidia-fabricmanager``, ``libnvidia-nscq``, ``nvidia-imex``, pinned by version; before it
+#: ``nvidia-fabricmanager-<branch>`` and so on): NVIDIA/gpu-driver-container ``ubuntu22.04/install.sh``.
+UNSUFFIXED_FROM = 580
+
+
+def branch_name(name: str, branch: str) -> str:
+    """``name`` as NVIDIA's repository names it for ``branch``: ``name-<branch>`` before R580, ``name`` from it."""
+    return name if int(branch) >= UNSUFFIXED_FROM else f"{name}-{branch}"
+
+
 def pinning_file(branch: str) -> bytes:
     """The apt preferences that hold the driver packages on one branch."""
     return (f"# Installed by nvidia-driver-pinning-{branch}: keeps the NVIDIA driver on branch {branch}.\n"
@@ -142,6 +153,7 @@ def driver_packages(branch: str, driver: str, library: Path, pynvml: Path) -> li
     """Every package of one driver branch."""
     v = f"{driver}-1"
     eq = f"(= {v})"
+    fm = branch_name("nvidia-fabricmanager", branch)
     preinst = {"preinst": PREINST_REFUSE_REAL}
     common = {"postinst": MINIMAL_SCRIPT, "prerm": MINIMAL_SCRIPT}
     py = DRIVER_PY
@@ -199,10 +211,10 @@ def driver_packages(branch: str, driver: str, library: Path, pynvml: Path) -> li
                        **python_files(py, ("nvidia_cuda_mps_control.py",), core=False)},
                 modes={"/usr/bin/nvidia-cuda-mps-control": 0o755, "/usr/bin/nvidia-cuda-mps-server": 0o755},
                 scripts={**preinst, **common}),
-        Package(f"nvidia-fabricmanager-{branch}", v, f"NVIDIA Fabric Manager, branch {branch}, simulated",
+        Package(fm, v, f"NVIDIA Fabric Manager, branch {branch}, simulated",
                 depends=[f"nvidia-driver {eq}", "python3"],
                 files={"/usr/bin/nv-fabricmanager": wrapper("nv-fabricmanager", "NVIDIA Fabric Manager",
-                                                            f"nvidia-fabricmanager-{branch}", py, "nv_fabricmanager",
+                                                            fm, py, "nv_fabricmanager",
                                                             driver),
                        "/usr/share/nvidia/nvswitch/fabricmanager.cfg": _fm_config(),
                        **python_files(py, ("nv_fabricmanager.py",), core=False),
@@ -217,7 +229,7 @@ def driver_packages(branch: str, driver: str, library: Path, pynvml: Path) -> li
                        **_unit("nvlsm.service")},
                 conffiles=["/usr/share/nvidia/nvlsm/nvlsm.conf"],
                 modes={NVLSM_BIN: 0o755}, scripts={**preinst, **common}),
-        Package(f"libnvidia-nscq-{branch}", v, f"NVSwitch Configuration and Query library, branch {branch} "
+        Package(branch_name("libnvidia-nscq", branch), v, f"NVSwitch Configuration and Query library, branch {branch} "
                 "(placeholder)", files={f"{TRIPLET_LIBDIR}/libnvidia-nscq.so.{driver}": b"placeholder\n"},
                 scripts=dict(preinst), section="libs"),
     ]
@@ -230,17 +242,19 @@ SIM_PROC_DEVICES = "/usr/share/nvidia-sim/proc-devices"
 
 
 def imex_package(branch: str, driver: str) -> Package:
-    """``nvidia-imex-<branch>``: the IMEX daemon and ``nvidia-imex-ctl`` at the driver's version (GB200/GB300)."""
+    """``nvidia-imex-<branch>`` (``nvidia-imex`` from R580): the IMEX daemon and ``nvidia-imex-ctl`` at the driver's
+    version (GB200/GB300)."""
     from .tools import nvidia_imex
 
     v = f"{driver}-1"
     py = DRIVER_PY
-    return Package(f"nvidia-imex-{branch}", v, f"NVIDIA IMEX daemon and control utility, branch {branch}, simulated",
+    name = branch_name("nvidia-imex", branch)
+    return Package(name, v, f"NVIDIA IMEX daemon and control utility, branch {branch}, simulated",
                    depends=[f"libnvidia-ml1 (= {v})", "python3"],
-                   files={"/usr/bin/nvidia-imex": wrapper("nvidia-imex", "NVIDIA IMEX", f"nvidia-imex-{branch}", py,
+                   files={"/usr/bin/nvidia-imex": wrapper("nvidia-imex", "NVIDIA IMEX", name, py,
                                                           "nvidia_imex", driver),
                           "/usr/bin/nvidia-imex-ctl": wrapper("nvidia-imex-ctl", "NVIDIA IMEX",
-                                                              f"nvidia-imex-{branch}", py, "nvidia_imex_ctl", driver),
+                                                              name, py, "nvidia_imex_ctl", driver),
                           "/etc/nvidia-imex/config.cfg": nvidia_imex.CONFIG_TEMPLATE.encode(),
                           SIM_PROC_DEVICES: b"Character devices:\n195 nvidia\n237 nvidia-caps\n"
                                             b"238 nvidia-caps-imex-channels\n",

@@ -175,7 +175,8 @@ def test_change_detection(render, packages, module, fm, change, kernel_change, o
     values = render(ROLE, ["{{ __nvidia_driver_change_needed }}", "{{ __nvidia_driver_kernel_change }}",
                            "{{ __nvidia_driver_other_branch_packages }}"],
                     ansible_facts=_facts(packages=packages), nvidia_driver_kernel_module=module,
-                    __nvidia_driver_fm_wanted=fm, __nvidia_driver_target_version="570.172.08-1")
+                    __nvidia_driver_fm_wanted=fm, __nvidia_driver_target_version="570.172.08-1",
+                    nvidia_driver_branch="570")
     assert values == [change, kernel_change, other_branch]
 
 
@@ -186,11 +187,61 @@ def test_change_detection(render, packages, module, fm, change, kernel_change, o
 def test_install_list_pins_every_component_to_one_version(render, module, kernel_package) -> None:
     task = find_task(ROLE, "install.yml", "Install the driver at version {{ __nvidia_driver_target_version }}")
     names = render(ROLE, task["ansible.builtin.apt"]["name"], nvidia_driver_kernel_module=module,
-                   __nvidia_driver_target_version="570.172.08-1")
+                   __nvidia_driver_target_version="570.172.08-1", nvidia_driver_branch="570")
     assert names == [
         "cuda-drivers-570=570.172.08-1", "nvidia-driver=570.172.08-1", f"{kernel_package}=570.172.08-1",
         "libnvidia-ml1=570.172.08-1", "nvidia-smi=570.172.08-1", "nvidia-persistenced=570.172.08-1",
         "nvidia-cuda-mps=570.172.08-1",
+    ]
+
+
+FULL_580 = {"cuda-drivers-580": "580.105.08-1", "nvidia-driver": "580.105.08-1",
+            "nvidia-kernel-open-dkms": "580.105.08-1", "nvidia-fabricmanager": "580.105.08-1"}
+
+
+@pytest.mark.parametrize(
+    ("packages", "branch", "change", "other_branch", "carried", "renamed"),
+    [
+        (FULL_580, "580", False, [], [], []),
+        # 570 -> 580: the branch-suffixed fabric manager is purged, 580's is unsuffixed
+        (FULL_570, "580", True, ["cuda-drivers-570", "nvidia-fabricmanager-570"], [], []),
+        # IMEX installed by nvidia_imex under 570's name: carried along as nvidia-imex, the old name removed
+        ({**FULL_570, "nvidia-imex-570": "570.172.08-1"}, "580", True,
+         ["cuda-drivers-570", "nvidia-fabricmanager-570"], ["nvidia-imex"], ["nvidia-imex-570"]),
+        # NVLSM (no suffix) on the way from 570 to 580
+        ({**FULL_570, "nvlsm": "570.172.08-1"}, "580", True, ["cuda-drivers-570", "nvidia-fabricmanager-570"],
+         ["nvlsm"], []),
+        # everything on 580 already, IMEX and NVLSM included: nothing to do
+        ({**FULL_580, "nvidia-imex": "580.105.08-1", "nvlsm": "580.105.08-1"}, "580", False, [],
+         ["nvidia-imex", "nvlsm"], []),
+        # an IMEX left at another version is reason enough for the change
+        ({**FULL_580, "nvidia-imex": "580.65.06-1"}, "580", True, [], ["nvidia-imex"], []),
+        # 580 -> 570 (a downgrade): 580's unsuffixed fabric manager and NSCQ are the other branch's
+        ({**FULL_580, "libnvidia-nscq": "580.105.08-1"}, "570", True,
+         ["cuda-drivers-580", "nvidia-fabricmanager", "libnvidia-nscq"], [], []),
+    ],
+)
+def test_branch_580_names_and_the_packages_carried_along(render, packages, branch, change, other_branch, carried,
+                                                         renamed) -> None:
+    target = {"570": "570.172.08-1", "580": "580.105.08-1"}[branch]
+    values = render(ROLE, ["{{ __nvidia_driver_change_needed }}", "{{ __nvidia_driver_other_branch_packages }}",
+                           "{{ __nvidia_driver_carried_packages }}", "{{ __nvidia_driver_renamed_imex }}"],
+                    ansible_facts=_facts(packages=packages), nvidia_driver_kernel_module="open",
+                    __nvidia_driver_fm_wanted=True, __nvidia_driver_target_version=target,
+                    nvidia_driver_branch=branch)
+    assert values == [change, other_branch, carried, renamed]
+
+
+def test_imex_and_nvlsm_move_in_the_driver_transaction(render) -> None:
+    task = find_task(ROLE, "install.yml", "Install the driver at version {{ __nvidia_driver_target_version }}")
+    names = render(ROLE, task["ansible.builtin.apt"]["name"], nvidia_driver_kernel_module="open",
+                   __nvidia_driver_target_version="580.105.08-1", nvidia_driver_branch="580",
+                   ansible_facts=_facts(packages={**FULL_570, "nvidia-imex-570": "570.172.08-1",
+                                                  "nvlsm": "570.172.08-1"}))
+    assert names == [
+        "cuda-drivers-580=580.105.08-1", "nvidia-driver=580.105.08-1", "nvidia-kernel-open-dkms=580.105.08-1",
+        "libnvidia-ml1=580.105.08-1", "nvidia-smi=580.105.08-1", "nvidia-persistenced=580.105.08-1",
+        "nvidia-cuda-mps=580.105.08-1", "nvidia-imex=580.105.08-1", "nvlsm=580.105.08-1",
     ]
 
 
@@ -283,4 +334,5 @@ def test_reboot_policy_accepts_extra_vars_strings(render, value, policy) -> None
 )
 def test_leftover_pinning_files_are_purged(render, installed, pinning_files, other) -> None:
     assert render(ROLE, "{{ __nvidia_driver_other_branch_packages }}", ansible_facts=_facts(packages=installed),
-                  __nvidia_driver_pinning_files={"files": [{"path": p} for p in pinning_files]}) == other
+                  __nvidia_driver_pinning_files={"files": [{"path": p} for p in pinning_files]},
+                  nvidia_driver_branch="570") == other
