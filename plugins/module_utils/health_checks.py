@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric, recovery, xid
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric, health_nvlink, recovery, xid
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import DEFAULT_ACTION as DEFAULT_ACTION
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL as FAIL
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import LEVEL_OF as LEVEL_OF
@@ -363,23 +363,6 @@ def check_pcie(gpu: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     return [width_check, gen_check]
 
 
-def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
-    """Every NVLink of the GPU is up (Azure: any inactive link fails)."""
-    del th
-    miss = _not_value("nvlink", gpu, "nvlink", "all up")
-    if miss:
-        return miss
-    links = list(gpu["values"]["nvlink"])
-    if not links:
-        return check("nvlink", gpu, OK, {"up": 0, "down": []}, "all up", "no NVLink on this GPU")
-    down = [i for i, up in enumerate(links) if not up]
-    value = {"up": len(links) - len(down), "down": down}
-    if down:
-        return check("nvlink", gpu, FAIL, value, "all up",
-                     f"NVLink {', '.join(map(str, down))} down ({value['up']}/{len(links)} up)")
-    return check("nvlink", gpu, OK, value, "all up", f"all {len(links)} NVLinks up")
-
-
 def check_temperature(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     """GPU temperature vs both NVML thresholds: the slowdown one (or ``temperature_fail_c``) and the shutdown one.
 
@@ -501,7 +484,7 @@ def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, A
         (("remapped_rows",), lambda: check_remapped_rows(gpu, th)),
         (("xid",), lambda: check_xid(gpu, th, kernel_error)),
         (("pcie_link_width", "pcie_link_gen"), lambda: check_pcie(gpu, th)),
-        (("nvlink",), lambda: check_nvlink(gpu, th)),
+        (("nvlink",), lambda: health_nvlink.check_nvlink(gpu, th)),
         (("fabric",), lambda: health_fabric.check_fabric(gpu, th)),
         (("temperature",), lambda: check_temperature(gpu, th)),
         (("clock_events",), lambda: check_clock_events(gpu, th)),

@@ -27,7 +27,7 @@ import re
 import time
 from typing import Any
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_fabric, health_nvlink
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import (
     ERROR_GPU_IS_LOST,
     ERROR_INVALID_ARGUMENT,
@@ -70,7 +70,8 @@ class GpuReader:
         self.nvml = nvml
         self.index = index
         self.handle: Any = None
-        self.doc: dict[str, Any] = {"index": index, "uuid": None, "pci_bus_id": None, "lost": False,
+        self.doc: dict[str, Any] = {"index": index, "uuid": None, "pci_bus_id": None, "pci_device_id": None,
+                                    "lost": False,
                                     "values": {}, "unsupported": [], "errors": {}}
 
     def call(self, name: str, *args: Any) -> Any:
@@ -96,7 +97,9 @@ class GpuReader:
     def identity(self) -> None:
         """Handle, UUID, PCI bus id, name and VBIOS (a failure here other than lost is an error on identity)."""
         self.handle = self.call("nvmlDeviceGetHandleByIndex", self.index)
-        self.doc["pci_bus_id"] = _text(self.call("nvmlDeviceGetPciInfo", self.handle).busId)
+        pci = self.call("nvmlDeviceGetPciInfo", self.handle)
+        self.doc["pci_bus_id"] = _text(pci.busId)
+        self.doc["pci_device_id"] = f"0x{int(pci.pciDeviceId):08X}"  # the board (nvlink_models is keyed by it)
         self.doc["uuid"] = _text(self.call("nvmlDeviceGetUUID", self.handle))
         self.read("name", lambda: _text(self.call("nvmlDeviceGetName", self.handle)))
         self.read("vbios_version", lambda: _text(self.call("nvmlDeviceGetVbiosVersion", self.handle)))
@@ -193,6 +196,8 @@ class GpuReader:
             self.read("remapped_rows", self.remapped_rows)
             self.read("pcie", self.pcie)
             self.read("nvlink", self.nvlink)
+            self.read("nvlink_speed",
+                      lambda: health_nvlink.read_speeds(self, list(self.doc["values"].get("nvlink") or [])))
             self.read("fabric", lambda: health_fabric.raw_fabric(self.nvml, self.index))
             self.read("temperature", self.temperature)
             self.read("clock_event_reasons",

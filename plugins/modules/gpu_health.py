@@ -17,7 +17,8 @@ description:
   - "Host-wide checks: C(gpu_count), C(driver_version), C(fabric_manager), C(vbios_consistency) (or a single C(nvml)
     check when NVML cannot start). Per-GPU checks: C(gpu_lost), C(gpu_model), C(persistence_mode),
     C(ecc_uncorrected_volatile), C(ecc_corrected_volatile), C(retired_pages), C(remapped_rows), C(xid),
-    C(pcie_link_width), C(pcie_link_gen), C(nvlink), C(fabric) (C(nvmlDeviceGetGpuFabricInfoV) - state Completed,
+    C(pcie_link_width), C(pcie_link_gen), C(nvlink) (links up and their speed against the model's numbers in
+    nvlink_models.py), C(fabric) (C(nvmlDeviceGetGpuFabricInfoV) - state Completed,
     status Success, a clique id and a cluster UUID, where the GPU has an NVLink fabric), C(temperature),
     C(clock_events), C(processes), C(mig_layout), C(recovery_action) (NVML field 230, the recovery action the driver
     asks for)."

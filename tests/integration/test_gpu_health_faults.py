@@ -126,7 +126,9 @@ def test_healthy_8xh100_every_check_ok(sim_lib_dir: Path, state: Path, tmp_path:
     assert report["driver_version"] == DRIVER_VERSION
     per_gpu = [c for c in report["checks"] if c["gpu"]]
     assert {c["gpu"]["index"] for c in per_gpu} == set(range(8))
-    assert len(checks_of(result, "nvlink")) == 8
+    # every H100 SXM5's 18 NVLinks up at NVLink 4's line rate (the numbers NVIDIA publishes: 900 GB/s, 26.562 GB/s)
+    assert [(c["gpu"]["index"], c["level"], c["message"]) for c in checks_of(result, "nvlink")] == [
+        (index, "PASS", "18 of 18 NVLinks up at 26562 MB/s (NVLink 4)") for index in range(8)]
     assert result["changed"] is False
 
 
@@ -147,7 +149,7 @@ FAULTS = [
     ("remap-pending", "remap-pending", 5, {}, {}, "remapped_rows",
      {"corrected": 0, "uncorrected": 1, "pending": 1, "failure": 0}),
     ("pcie-x8", "pcie-downgrade", 6, {"width": 8}, {}, "pcie_link_width", 8),
-    ("nvlink-down", "nvlink-down", 7, {"link": 3}, {}, "nvlink", {"up": 17, "down": [3]}),
+    ("nvlink-down", "nvlink-down", 7, {"link": 3}, {}, "nvlink", {"links": 18, "up": 17, "down": [3]}),
     ("foreign-process", "process", 2, {"pid": 4242, "name": "python3", "used_memory_mib": 2048},
      {"idle_expected": True}, "processes", [{"pid": 4242, "name": "python3", "used_memory_mib": 2048}]),
     ("nvml-read-error", "nvml-error", 3, {"function": "nvmlDeviceGetRemappedRows", "code": 999}, {},
@@ -166,6 +168,43 @@ def test_fault_fails_its_check(sim_lib_dir: Path, state: Path, tmp_path: Path, f
     assert (got["name"], got["gpu"], got["value"]) == (check, gpu_identity(state, index), value), got["message"]
     assert result["health"]["failed"] == [f"{check}[gpu {index}]"]
     assert result["msg"] == f"health fail: {check}[gpu {index}]"
+
+
+def test_nvlink_down_names_the_gpu_and_the_link(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("nvlink-down", "6", {"link": 13}, path=state)
+    hardware.inject("nvlink-down", "6", {"link": 2}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc != 0
+    got = only_failure(result)
+    assert (got["name"], got["gpu"], got["level"], got["action"]) == ("nvlink", gpu_identity(state, 6), "CRITICAL",
+                                                                      "drain")
+    assert got["message"] == ("NVLinks 2, 13 down (16/18 up): NCCL routes around them or fails; drain the node and "
+                              "check the baseboard and the fabric manager")
+    assert got["threshold"] == {"links": 18, "speed_mbps": 26562, "wiring": "switch", "model": "H100-SXM5-80GB"}
+
+
+def test_slow_nvlink_warns_with_expected_and_seen_speed(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("nvlink-slow", "4", {"link": 9, "mbps": 13281}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc == 0, "a slow link warns; it does not fail the host"
+    warned = [c for c in result["health"]["checks"] if c["status"] != "ok"]
+    assert [(c["name"], c["gpu"], c["level"], c["value"]) for c in warned] == [
+        ("nvlink", gpu_identity(state, 4), "WARNING", {"links": 18, "up": 18, "down": [], "slow": {"9": 13281}})]
+    assert warned[0]["message"] == ("NVLink 9 at 13281 MB/s, the H100-SXM5-80GB's NVLink 4 links run at 26562 MB/s: "
+                                    "a link trained down or a reduced NVLink bandwidth mode; NCCL bandwidth is lower")
+    assert result["health"]["status"] == "warn"
+    rc, _result = run_health(sim_lib_dir, state, tmp_path, fail_on="warn")
+    assert rc != 0
+
+
+def test_nvlink_speed_unreadable_is_unknown_not_ok(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
+    hardware.inject("nvml-error", "1", {"function": "nvmlDeviceGetFieldValues", "code": 999}, path=state)
+    rc, result = run_health(sim_lib_dir, state, tmp_path, fail_on="fail")
+    assert rc != 0
+    (got,) = [c for c in checks_of(result, "nvlink") if c["gpu"]["index"] == 1]
+    assert (got["status"], got["level"]) == ("fail", "UNKNOWN")
+    assert got["message"].startswith("could not read the NVLink speeds: ")
+    assert "nvlink[gpu 1]" in result["health"]["failed"]
 
 
 def test_fabric_stuck_in_progress_fails_that_gpus_fabric(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:

@@ -395,8 +395,9 @@ def test_bridged_a30_pairs_are_linked_only_to_their_partner(host: Callable[..., 
         "Failed to display GPUs with affinity for a given CPU information"
 
 
-# NVLink generation -> per-link speed NVIDIA's nvidia-smi prints (NVLink 3: 25 GB/s, 4: 26.5625, 5: 50 per direction)
-NVLINK_SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}
+# NVLink generation -> per-link speed NVIDIA's nvidia-smi prints (NVLink 3: 25 GB/s, 4: 26.5625, 5: 53.125 per
+# direction: GB200's `nvidia-smi nvlink -s` in NVIDIA/k8s-test-infra #371)
+NVLINK_SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "53.125 GB/s"}
 
 
 @pytest.mark.parametrize("preset", PRESETS)

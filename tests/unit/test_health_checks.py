@@ -38,6 +38,7 @@ HEALTHY_GPU: dict[str, Any] = {
         "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
         "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
         "nvlink": [1] * 18,
+        "nvlink_speed": [26562] * 18,  # NVLink 4's line rate, MB/s per link (nvlink_models.py cites it)
         # an HGX H100 GPU registered with the fabric (nvmlDeviceGetGpuFabricInfoV: Completed, Success)
         "fabric": {"state": "Completed", "status": 0, "clique_id": 7, "health_mask": 0x1AA,
                    "cluster_uuid": "9c6f5af3-53bf-49b5-a436-b66766c413c3"},
@@ -140,9 +141,10 @@ GPU_CASES = [
      "pcie_link_gen", "ok", 3),
     ("pcie-gen3-busy", {"pcie": {"gen": 3, "max_gen": 5, "width": 16, "max_width": 16}, "idle": False}, {},
      "pcie_link_gen", "warn", 3),
-    ("nvlink-all-up", {}, {}, "nvlink", "ok", {"up": 18, "down": []}),
-    ("nvlink-2-down", {"nvlink": [1, 1, 0, 1]}, {}, "nvlink", "fail", {"up": 3, "down": [2]}),
-    ("nvlink-none", {"nvlink": []}, {}, "nvlink", "ok", {"up": 0, "down": []}),
+    ("nvlink-all-up", {}, {}, "nvlink", "ok", {"links": 18, "up": 18, "down": []}),
+    ("nvlink-2-down", {"nvlink": [1, 1, 0] + [1] * 15, "nvlink_speed": [26562, 26562, None] + [26562] * 15}, {},
+     "nvlink", "fail", {"links": 18, "up": 17, "down": [2]}),
+    ("nvlink-none", {"nvlink": [], "name": "NVIDIA L40S"}, {}, "nvlink", "ok", {"links": 0}),
     ("temp-33", {}, {}, "temperature", "ok", 33),
     ("temp-84-warn", {"temperature": {"gpu": 84, "slowdown": 89}}, {}, "temperature", "warn", 84),
     ("temp-89-fail", {"temperature": {"gpu": 89, "slowdown": 89}}, {}, "temperature", "fail", 89),

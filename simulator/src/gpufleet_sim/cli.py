@@ -22,6 +22,7 @@ FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
     "remap-failure": [],
     "pcie-downgrade": [(["--gen"], {"type": int}), (["--width"], {"type": int})],
     "nvlink-down": [(["link"], {"type": int})],
+    "nvlink-slow": [(["link"], {"type": int}), (["--mbps"], {"type": int, "help": "default: half the nominal"})],
     "thermal-slowdown": [],
     "fallen-off-bus": [],
     "nvml-error": [(["function"], {}), (["code"], {"type": int})],

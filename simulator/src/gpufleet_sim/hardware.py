@@ -41,6 +41,7 @@ FAULTS = (
     "remap-failure",
     "pcie-downgrade",
     "nvlink-down",
+    "nvlink-slow",
     "thermal-slowdown",
     "fallen-off-bus",
     "nvml-error",
@@ -327,6 +328,20 @@ def inject_in(doc: State, gpu: Gpu | None, fault: str, args: dict[str, Any]) -> 
         _record(gpu, fault, ("nvlink",))
         links[link] = 0
         return f"NVLink {link} of GPU {index} down"
+    if fault == "nvlink-slow":
+        # the link stays up at a lower speed (NVML_FI_DEV_NVLINK_GET_SPEED answers "nvlink_slow"[link]; default half
+        # of the generation's speed); the nvlink_slow list is separate from "nvlink" so clearing nvlink-down keeps it
+        link = int(args["link"])
+        links = gpu.get("nvlink", {}).get("links", [])
+        if not 0 <= link < len(links):
+            raise HardwareError(f"GPU {index} has no NVLink {link}")
+        nominal = {3: 25000, 4: 26562, 5: 53125}.get(int(gpu["nvlink"].get("version", 0)), 25000)
+        mbps = int(args.get("mbps") or nominal // 2)
+        _record(gpu, fault, ("nvlink_slow",))
+        slow = list(gpu.get("nvlink_slow") or [None] * len(links))
+        slow[link] = mbps
+        gpu["nvlink_slow"] = slow
+        return f"NVLink {link} of GPU {index} at {mbps} MB/s"
     if fault == "thermal-slowdown":
         _record(gpu, fault, ("temperature", "clock_event_reasons"))
         reasons = int(gpu.get("clock_event_reasons", 0)) & ~CLOCK_EVENT_IDLE

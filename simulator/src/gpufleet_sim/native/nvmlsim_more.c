@@ -244,7 +244,9 @@ static const char *field_path(unsigned int id, unsigned int scope)
 }
 
 /* NVLink fields per link (scopeId = link index): its state from nvlink.links, its speed in MBps from the NVLink
- * generation (nvlink.version 3: 25 GB/s, 4: 26.562 GB/s, 5: 50 GB/s per link and direction) */
+ * generation (nvlink.version 3: 25 GB/s, 4: 26.562 GB/s, 5: 53.125 GB/s per link and direction, the line rate
+ * nvidia-smi nvlink -s prints: GB200 transcript in NVIDIA/k8s-test-infra #371), or the link's entry in
+ * "nvlink_slow" (the nvlink-slow fault: a link trained below its generation's speed) */
 static nvmlReturn_t nvlink_field(const cJSON *g, unsigned int id, unsigned int link, unsigned int *out)
 {
     const cJSON *entry = cJSON_GetArrayItem(sim_jpath(g, "nvlink.links"), (int)link);
@@ -261,10 +263,17 @@ static nvmlReturn_t nvlink_field(const cJSON *g, unsigned int id, unsigned int l
         *out = (unsigned int)sim_jint(errors, names[id - FI_DEV_NVLINK_ERROR_DL_REPLAY], 0);
         return NVML_SUCCESS;
     }
+    {
+        const cJSON *slow = cJSON_GetArrayItem(sim_jpath(g, "nvlink_slow"), (int)link);
+        if (cJSON_IsNumber(slow)) {
+            *out = (unsigned int)slow->valuedouble;
+            return NVML_SUCCESS;
+        }
+    }
     switch (sim_jint(g, "nvlink.version", 0)) {
     case 3: *out = 25000U; return NVML_SUCCESS;
     case 4: *out = 26562U; return NVML_SUCCESS;
-    case 5: *out = 50000U; return NVML_SUCCESS;
+    case 5: *out = 53125U; return NVML_SUCCESS;
     default: return NVML_ERROR_NOT_SUPPORTED;
     }
 }

@@ -15,7 +15,8 @@ from ._common import ToolError
 from .smi_common import Gpu, Smi
 
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
-SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "50 GB/s"}  # per link and direction, by NVLink generation
+SPEEDS = {3: "25 GB/s", 4: "26.562 GB/s", 5: "53.125 GB/s"}  # per link and direction, by NVLink generation
+FI_DEV_NVLINK_GET_SPEED = 164  # nvml.h: per link (scopeId), MB/s
 CAPABILITIES = (("P2P is supported", 0), ("Access to system memory supported", 1), ("P2P atomics supported", 2),
                 ("System memory atomics supported", 3), ("SLI is supported", 4), ("Link is supported", 5))
 P2P_INDEX = {"r": 0, "w": 1, "n": 2, "a": 3, "p": 4}
@@ -57,6 +58,17 @@ def nvlinks(smi: Smi, gpu: Gpu) -> list[int]:
         except (nv.NVMLError_InvalidArgument, nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
             break
     return states
+
+
+def _speed(smi: Smi, gpu: Gpu, link: int, version: int) -> str:
+    """An up link's speed as ``nvidia-smi nvlink -s`` prints it, from NVML's per-link speed field (MB/s), or from the
+    generation where the field has no answer."""
+    values = smi.call(smi.nvml.nvmlDeviceGetFieldValues, gpu.handle, [(FI_DEV_NVLINK_GET_SPEED, link)], default=None)
+    if not values or int(values[0].nvmlReturn) != 0:
+        return SPEEDS.get(version, "25 GB/s")
+    mbps = int(values[0].value.uiVal)
+    fraction = f".{mbps % 1000:03d}".rstrip("0") if mbps % 1000 else ""
+    return f"{mbps // 1000}{fraction} GB/s"
 
 
 def _p2p(smi: Smi, a: Gpu, b: Gpu, index: int) -> str:
@@ -194,7 +206,7 @@ def nvlink(argv: list[str]) -> int:
         version = smi.call(nv.nvmlDeviceGetNvLinkVersion, gpu.handle, 0, default=4)
         for link, up in enumerate(links):
             if args.status:
-                print(f"\t Link {link}: {SPEEDS.get(int(version), '25 GB/s') if up else '<inactive>'}")
+                print(f"\t Link {link}: {_speed(smi, gpu, link, int(version)) if up else '<inactive>'}")
             elif up and args.capabilities:  # 535 lists active links only
                 for label, cap in CAPABILITIES:
                     value = smi.call(nv.nvmlDeviceGetNvLinkCapability, gpu.handle, link, cap)

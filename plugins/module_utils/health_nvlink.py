@@ -1,0 +1,160 @@
+# Copyright: gpufleet contributors
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
+"""gpu_health's ``nvlink`` check: a GPU's NVLinks against its model's numbers in :mod:`nvlink_models`.
+
+NVML gives each link's state (``nvmlDeviceGetNvLinkState``, link 0 upwards until NVML says the link does not exist)
+and each up link's speed (field ``NVML_FI_DEV_NVLINK_GET_SPEED``, 164, scope = link, MB/s): :func:`read_speeds`.
+The verdict (:func:`check_nvlink`, pure, levels and actions as in :mod:`health_base`):
+
+* NVSwitch boards (``switch``: HGX/DGX SXM, GB200): fewer links up than the model has is CRITICAL (drain): NCCL
+  routes around the missing links or fails, and the job runs at a fraction of its speed on that node;
+* boards whose links need bridges (``bridge``: PCIe A100/H100/H200 NVL...) or an NVLink switch system
+  (``external``: GH200): no link up is INFO, not applicable (no bridge fitted: the board is sold and run that way);
+  some but not all up is a WARNING (a bridge missing or loose: the pair runs at part of its bandwidth);
+* an up link slower than the model's speed is a WARNING: the GPU works and NCCL uses the link, at a lower rate
+  (a link trained down, or a reduced NVLink bandwidth mode set on purpose); the operator decides;
+* a board without NVLink: INFO, not applicable; a board the table does not know: WARNING, saying so;
+* NVML could not read the links or their speed: UNKNOWN (fail closed), never ok.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvlink_models
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    _not_value,
+    _reading,
+    check,
+    worst,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError
+
+FI_DEV_NVLINK_GET_SPEED = 164  # nvml.h NVML_FI_DEV_NVLINK_GET_SPEED: per link (scopeId), MB/s
+NAME = "nvlink"
+INFO = "INFO"
+
+
+def read_speeds(reader: Any, states: list[int]) -> list[int | None]:
+    """The speed (MB/s) of every up link of ``states`` in one ``nvmlDeviceGetFieldValues`` call (None for a down
+    link). ``reader`` is an ``nvml_health.GpuReader`` (its ``call`` turns GPU_IS_LOST into ``GpuLost``). An up link
+    whose speed NVML does not give raises :class:`NvmlError` with NVML's code for that field."""
+    if not states:
+        return []
+    fields = [(FI_DEV_NVLINK_GET_SPEED, link) for link in range(len(states))]
+    values = reader.call("nvmlDeviceGetFieldValues", reader.handle, fields)
+    speeds: list[int | None] = []
+    for link, up in enumerate(states):
+        rc = int(values[link].nvmlReturn)
+        if not up:
+            speeds.append(None)
+        elif rc != 0:
+            raise NvmlError("nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_GET_SPEED)", rc,
+                            f"the speed of NVLink {link} could not be read (NVML return {rc})", reader.index)
+        else:
+            speeds.append(int(values[link].value.uiVal))
+    return speeds
+
+
+def _links(numbers: list[int]) -> str:
+    return ("NVLink " if len(numbers) == 1 else "NVLinks ") + ", ".join(map(str, numbers))
+
+
+def _info(gpu: dict[str, Any], value: Any, threshold: Any, message: str) -> dict:
+    """A check that does not apply: status ok (nothing to fix) at level INFO, never PASS."""
+    return check(NAME, gpu, OK, value, threshold, message, level=INFO)
+
+
+def _unknown_board(gpu: dict[str, Any], states: list[int]) -> dict:
+    values = gpu.get("values", {})
+    label = f"{values.get('name') or '?'} (PCI device id {gpu.get('pci_device_id') or '?'})"
+    up = sum(1 for s in states if s)
+    down = [i for i, s in enumerate(states) if not s]
+    value = {"links": len(states), "up": up, "down": down}
+    if 0 < up < len(states):
+        return check(NAME, gpu, FAIL, value, None,
+                     f"{_links(down)} down ({up}/{len(states)} up) on {label}, a board gpufleet's NVLink table does "
+                     "not know: some links up and some down is never normal")
+    return check(NAME, gpu, WARN, value, None,
+                 f"{label} is not in gpufleet's NVLink table ({up}/{len(states)} links up), so its link count and "
+                 "speed cannot be checked; add the board to plugins/module_utils/nvlink_models.py")
+
+
+def _speed_verdict(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, states: list[int]
+                   ) -> tuple[str, str | None, str | None, dict[int, int]]:
+    """``(status, level, message or None, slow links {link: MB/s})`` of the up links' speeds."""
+    kind, speeds = _reading(gpu, "nvlink_speed")
+    if kind == "error":
+        return FAIL, UNKNOWN, f"could not read the NVLink speeds: {speeds}", {}
+    if kind == "unsupported":
+        return WARN, None, "the driver does not report NVLink speeds (field 164), so they are not checked", {}
+    if speeds is None or len(speeds) != len(states):
+        return FAIL, UNKNOWN, "the NVLink speeds were not read; cannot check them", {}
+    want = spec.speed_mbps
+    slow = {link: int(speeds[link]) for link, up in enumerate(states) if up and int(speeds[link]) != want}
+    if not slow:
+        return OK, None, None, {}
+    seen = ", ".join(f"{link} at {mbps} MB/s" for link, mbps in slow.items())
+    return WARN, None, (f"NVLink {seen}, the {spec.model}'s NVLink {spec.generation} links run at {want} MB/s: "
+                        "a link trained down or a reduced NVLink bandwidth mode; NCCL bandwidth is lower"), slow
+
+
+def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
+    """gpu_health's ``nvlink`` check (see the module docstring for the levels)."""
+    del th
+    values = gpu.get("values", {})
+    spec = nvlink_models.find(gpu.get("pci_device_id"), values.get("name"))
+    threshold = ({"links": spec.links, "speed_mbps": spec.speed_mbps, "wiring": spec.wiring, "model": spec.model}
+                 if spec else None)
+    miss = _not_value(NAME, gpu, "nvlink", threshold)
+    if miss and miss["status"] != OK:
+        return miss  # NVML error, or not read: UNKNOWN
+    states = [] if miss else [int(s) for s in values["nvlink"]]
+    if spec is None:
+        return _unknown_board(gpu, states)
+    if spec.links == 0:
+        if states:
+            return check(NAME, gpu, WARN, {"links": len(states)}, threshold,
+                         f"NVML reports {len(states)} NVLinks on a {spec.model}, which gpufleet's table says has "
+                         "none: check the table (plugins/module_utils/nvlink_models.py)")
+        return _info(gpu, {"links": 0}, threshold, f"the {spec.model} has no NVLink; not applicable")
+    if not states:
+        status = FAIL if spec.wiring == nvlink_models.SWITCH else WARN
+        return check(NAME, gpu, status, {"links": 0}, threshold,
+                     f"NVML reports no NVLink on a {spec.model}, which has {spec.links}: check the driver")
+    up = sum(1 for s in states if s)
+    down = [i for i, s in enumerate(states) if not s]
+    value: dict[str, Any] = {"links": len(states), "up": up, "down": down}
+    optional = spec.wiring in nvlink_models.OPTIONAL
+    if optional and up == 0:
+        fitted = "NVLink bridge" if spec.wiring == nvlink_models.BRIDGE else "NVLink switch system"
+        return _info(gpu, value, threshold,
+                     f"no {fitted} connected: all {len(states)} NVLinks of the {spec.model} inactive; not applicable "
+                     f"(if one is fitted, reseat it)")
+    parts: list[str] = []
+    link_status = OK
+    if up < spec.links:
+        link_status = WARN if optional else FAIL
+        why = ("a bridge missing or loose; the pair runs at part of its NVLink bandwidth" if optional else
+               "NCCL routes around them or fails; drain the node and check the baseboard and the fabric manager")
+        gone = f"{_links(down)} down" if down else f"only {len(states)} NVLinks reported"
+        parts.append(f"{gone} ({up}/{spec.links} up): {why}")
+    elif up > spec.links:
+        link_status = WARN
+        parts.append(f"{up} NVLinks up, more than the {spec.links} gpufleet's table gives the {spec.model}: check "
+                     "the table (plugins/module_utils/nvlink_models.py)")
+    speed_status, speed_level, speed_message, slow = _speed_verdict(gpu, spec, states)
+    if speed_message:
+        parts.append(speed_message)
+    if slow:
+        value["slow"] = slow
+    status = worst([link_status, speed_status])
+    if status == OK:
+        return check(NAME, gpu, OK, value, threshold,
+                     f"{up} of {spec.links} NVLinks up at {spec.speed_mbps} MB/s (NVLink {spec.generation})")
+    level = speed_level if speed_level and link_status != FAIL else None  # a link down says more than UNKNOWN
+    return check(NAME, gpu, status, value, threshold, "; ".join(parts), level=level)
