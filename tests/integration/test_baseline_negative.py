@@ -143,7 +143,7 @@ def test_fabric_manager_version_mismatch_is_refused(lab: dict[str, object]) -> N
         f"nvidia_driver: the fabric manager must have exactly the driver's version, but the repository {DOCTORED} "
         "has no nvidia-fabricmanager-570 570.172.08-1 (versions there: 570.124.06-1). Pick a driver version that "
         "has one (nvidia_driver_version). Nothing was changed."),
-        f"nvidia_driver_repo_url={DOCTORED}")
+        f"nvidia_driver_repo_url={DOCTORED}", "nvidia_driver_branch=570")
 
 
 def test_pending_reboot_without_reboot_ok_is_refused(lab: dict[str, object]) -> None:
@@ -160,7 +160,7 @@ def test_pending_reboot_without_reboot_ok_is_refused(lab: dict[str, object]) -> 
 
 
 def test_installed_570_then_downgrade_is_refused(lab: dict[str, object]) -> None:
-    rc, failures = run_role(lab)
+    rc, failures = run_role(lab, "nvidia_driver_branch=570")
     assert (rc, failures) == (0, [])
     assert exec_in(HOST, ["dpkg-query", "-W", "-f", "${Version}", "nvidia-driver"]) == "570.172.08-1"
     _refused(lab, (

@@ -82,7 +82,7 @@ def test_credentials_go_to_auth_conf_and_nowhere_else(lab: dict[str, Path]) -> N
     assert exec_in(HOST, ["stat", "-c", "%a %U %G", auth]).strip() == "600 root root"
     assert exec_in(HOST, ["grep", "-v", "^#", auth]) == (
         f"machine http://127.0.0.1:8765 login ci-bot password {TOKEN}\n")
-    assert exec_in(HOST, ["dpkg-query", "-W", "-f", "${Version}", "nvidia-driver"]) == "570.172.08-1"
+    assert exec_in(HOST, ["dpkg-query", "-W", "-f", "${Version}", "nvidia-driver"]) == "580.105.08-1"  # the default
     grep = exec_in(HOST, ["grep", "-rl", TOKEN, "/etc/apt/sources.list.d", "/etc/apt/preferences.d",
                           "/usr/share/keyrings"], check=False)
     assert grep == ""

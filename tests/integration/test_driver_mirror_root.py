@@ -154,7 +154,8 @@ def test_mirror_root_alone_installs_the_driver_and_converges(lab: dict[str, obje
     assert stats["changed"] > 0
     sources = exec_in(HOST, ["sh", "-c", "cat /etc/apt/sources.list.d/*.sources"])
     assert f"URIs: {HOST_REPO}\n" in sources, sources
-    assert exec_in(HOST, ["dpkg-query", "-W", "-f", "${Version}", "cuda-drivers-570"]) == "570.172.08-1"
+    # no branch pinned: the role's default, 580
+    assert exec_in(HOST, ["dpkg-query", "-W", "-f", "${Version}", "cuda-drivers-580"]) == "580.105.08-1"
     policy = exec_in(HOST, ["apt-cache", "policy", "nvidia-driver"])
     assert IN_POLICY.search(policy), policy
     assert len(re.findall(r"^GPU [0-9]+: ", exec_in(HOST, ["nvidia-smi", "-L"]), re.MULTILINE)) == 1

@@ -8,10 +8,12 @@ import re
 import pytest
 
 STATE = "/var/lib/nvidia-sim/state.json"
-VERSION = "570.172.08-1"
-DRIVER_PACKAGES = ("nvidia-driver-pinning-570", "cuda-drivers-570", "nvidia-driver", "nvidia-kernel-open-dkms",
+#: The role's documented default branch, 580, at the version the simulated repository serves for it; from R580 on
+#: NVIDIA's repository names the fabric manager without the branch suffix (docs/roles.md, "Package names").
+VERSION = "580.105.08-1"
+DRIVER_PACKAGES = ("nvidia-driver-pinning-580", "cuda-drivers-580", "nvidia-driver", "nvidia-kernel-open-dkms",
                    "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps")
-FM_PACKAGE = "nvidia-fabricmanager-570"
+FM_PACKAGE = "nvidia-fabricmanager"
 #: Each platform's preset (molecule.yml): GPUs and whether it has NVSwitches.
 EXPECTED = {"drv-h100": (8, True), "drv-a30": (4, False)}
 SMI_LINE = re.compile(r"^GPU \d+: .+ \(UUID: (GPU-[0-9a-f-]+)\)$")
