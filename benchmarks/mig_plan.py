@@ -3,8 +3,9 @@
 A synthetic fleet of 10,000 hosts x 8 GPUs of every model in the MIG catalogue (A100 SXM4/PCIe 40/80GB, A30,
 H100 SXM5/PCIe/NVL, GH200 96/144GB, H200 SXM/NVL, B200, GB200, RTX PRO 6000 Blackwell), a tenth of the hosts with
 two models side by side (device filters pick each half's layout) and a tenth of the GB200 layouts written with the
-early boards' profile names (1g.24gb for 1g.23gb). Each host has a named layout and an NVML-like current state: a
-third already match, a third have MIG off, a third carry another layout. Prints figures; asserts nothing.
+early boards' profile names (1g.24gb for 1g.23gb). Each host has a named layout and a current state in gpu_facts'
+shape (UUIDs and MIG device UUIDs of its own, temperatures and power that differ from GPU to GPU): a third already
+match, a third have MIG off, a third carry another layout. Prints figures; asserts nothing.
 
     python benchmarks/mig_plan.py [--hosts 10000] [--gpus 8] [--seed 7]
 """
@@ -77,14 +78,19 @@ def _filtered(entries: list[dict[str, Any]], model: str) -> list[dict[str, Any]]
     return [{**first, "device_filter": pci}]
 
 
-def nvml_state(config: ml.GpuConfig, uuid: str) -> dict[str, Any]:
-    """What NVML would report once ``config`` is applied."""
-    gis = [{"id": i + 1, "profile_id": gi.profile_id, "start": gi.start, "size": gi.size,
-            "compute_instances": [{"id": j, "profile_id": ci.profile_id} for j, ci in enumerate(gi.compute_instances)]}
+def nvml_state(config: ml.GpuConfig, uuid: str, rng: random.Random) -> dict[str, Any]:
+    """What gpu_facts would report once ``config`` is applied: nvml.Nvml.mig_state's shape (MIG device UUIDs of
+    their own, names and slices) beside readings that differ from GPU to GPU."""
+    gis = [{"id": i + 1, "profile_id": gi.profile_id, "profile_name": gi.profile, "start": gi.start, "size": gi.size,
+            "slices": gi.compute_slices,
+            "compute_instances": [{"id": j, "profile_id": ci.profile_id, "name": ci.profile,
+                                   "uuid": f"MIG-{uuid[4:]}-{i}-{j}", "start": ci.start, "size": ci.slices,
+                                   "slices": ci.slices} for j, ci in enumerate(gi.compute_instances)]}
            for i, gi in enumerate(config.gpu_instances)]
-    mode = int(config.mig_enabled)
-    return {"index": config.index, "uuid": uuid, "model": config.model,
-            "mig": {"supported": True, "current": mode, "pending": mode}, "gpu_instances": gis}
+    mode = bool(config.mig_enabled)
+    return {"index": config.index, "uuid": uuid, "model": config.model, "temperature_c": rng.randint(30, 80),
+            "power_draw_w": round(rng.uniform(60, 700), 1), "memory_used_mib": rng.randint(0, 4096),
+            "mig": {"supported": True, "current": mode, "pending": mode, "gpu_instances": gis}}
 
 
 def build_fleet(hosts: int, gpus: int, seed: int) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]],
@@ -113,7 +119,7 @@ def build_fleet(hosts: int, gpus: int, seed: int) -> list[tuple[list[dict[str, A
             kind = rng.random()
             source = wanted if kind < 1 / 3 else named["disabled"] if kind < 2 / 3 else named[rng.choice(names)]
         configs = ml.validate(source, devices)
-        current = [nvml_state(c, f"GPU-{host:05d}-{c.index}") for c in configs]
+        current = [nvml_state(c, f"GPU-{host:05d}-{c.index}", rng) for c in configs]
         fleet.append((wanted, devices, current))
     return fleet
 

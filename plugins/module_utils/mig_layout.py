@@ -124,8 +124,8 @@ class GpuConfig:
         twin.profile_names = dict(self.profile_names)
         return twin
 
-    def _state(self) -> tuple[Any, ...]:
-        return (self.index, self.model, self.mig_enabled, self.mig_capable, self.mode_change_requires_reset,
+    def _state(self) -> tuple[Any, ...]:  # not the index: plan() matches it to a GPU, the planner never reads it
+        return (self.model, self.mig_enabled, self.mig_capable, self.mode_change_requires_reset,
                 tuple(self.gpu_instances))
 
     @property

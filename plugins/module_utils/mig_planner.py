@@ -258,21 +258,23 @@ def _plan_instances(index: int, model: GpuModel, existing: list[ExistingGi], des
 
 
 # Fleets repeat the same (current state, desired config) pairs: plans by what the planner reads of the GPU's state
-# (not its UUID, nor the temperatures and clocks gpu_facts also reports) and the config's fingerprint. The key is
-# marshalled, so it tells 1 from 1.0 and True as a repr would; input marshal cannot take (say a str subclass) falls
-# back to repr. Callers get copies; the UUID is the caller's.
-_PLANNED: dict[str | bytes, tuple[str | None, list[dict[str, Any]], str] | LayoutError] = {}
+# (not its index, which only names the GPU in the actions, nor its UUID, nor the temperatures and clocks gpu_facts
+# also reports) and the config's fingerprint. The key is marshalled, so it tells 1 from 1.0 and True as a repr
+# would; input marshal cannot take (say a str subclass) falls back to repr. A refusal names its GPU, so it is reused
+# for that GPU only. Callers get copies, with their own GPU's index; the UUID is the caller's.
+_PLANNED: dict[str | bytes, tuple[int, tuple[str | None, list[dict[str, Any]], str] | LayoutError]] = {}
 _PLANNED_MAX = 8192
 
 
 def _state_key(current: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Every value of ``current`` that :func:`_plan_gpu` reads (model_for, _mode, _raw_instances, _existing)."""
+    """Every value of ``current`` that :func:`_plan_gpu` reads (model_for, _mode, _raw_instances, _existing) but
+    the index."""
     mig = current.get("mig")
     if type(mig) is not dict:  # the exact type: the fast path for what gpu_facts returns
         mig = sub_mapping(current, "mig")
     table = current.get(HOST_TABLE_KEY)
     gis = current.get("gpu_instances") or mig.get("gpu_instances") or ()
-    return (current.get("index"), current.get("model"), current.get("name"), current.get("pci_device_id"),
+    return (current.get("model"), current.get("name"), current.get("pci_device_id"),
             table, current.get("memory_total_mib") if table else None,
             mig.get("supported"), mig.get("current"), mig.get("pending"),
             [(gi.get("id"), gi.get("profile_id"), gi.get("profile"), gi.get("profile_name"), gi.get("start"),
@@ -299,27 +301,31 @@ def _plan_key(current: Mapping[str, Any], config: GpuConfig | None) -> str | byt
 
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
+    index = int(current["index"])
     config = None if desired is None else GpuConfig.from_dict(desired)
     key = _plan_key(current, config)
-    known = _PLANNED.get(key) if key is not None else None
-    if known is None:
+    cached = _PLANNED.get(key) if key is not None else None
+    if cached is None or (cached[0] != index and isinstance(cached[1], LayoutError)):
         try:
             fresh = _plan_gpu(current, config)
-            known = (fresh.model, fresh.actions, fresh.note)
+            known: tuple[str | None, list[dict[str, Any]], str] | LayoutError = (fresh.model, fresh.actions,
+                                                                                 fresh.note)
         except LayoutError as exc:
             known = exc
         if key is not None:
             if len(_PLANNED) >= _PLANNED_MAX:
                 _PLANNED.clear()
-            _PLANNED[key] = known
+            _PLANNED[key] = (index, known)
+    else:
+        known = cached[1]
     if isinstance(known, LayoutError):
         raise LayoutError(known.problems)
     model, actions, note = known
-    return GpuPlan(int(current["index"]), current.get("uuid"), model, [dict(a) for a in actions], note)
+    return GpuPlan(index, current.get("uuid"), model, [{**a, "gpu": index} for a in actions], note)
 
 
 def _plan_gpu(current: Mapping[str, Any], desired: GpuConfig | None) -> GpuPlan:
-    index = int(current["index"])
+    index = int(current["index"])  # the GPU named in every action (plan_gpu's cache puts the caller's index there)
     model = model_for(current)  # the GPU's own profile table when it carries one
     label = model.name if model else current.get("model") or current.get("name")
     result = GpuPlan(index, current.get("uuid"), label)

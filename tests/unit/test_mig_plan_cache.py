@@ -162,3 +162,24 @@ def test_warm_and_cold_plans_agree_on_any_state(gis: list[Any], current: Any) ->
             plan_warm(state)
         return
     assert repr(plan_warm(copy.deepcopy(state))) == repr(cold)
+
+
+def test_gpus_that_differ_only_in_index_share_one_plan_each_with_its_own_index() -> None:
+    mpl._PLANNED.clear()
+    plans = [mpl.plan_gpu({**base(), "index": i, "uuid": f"GPU-{i}"}, WANT) for i in range(4)]
+    assert len(mpl._PLANNED) == 1
+    assert [{a["gpu"] for a in p.actions} for p in plans] == [{0}, {1}, {2}, {3}]
+    assert [p.index for p in plans] == [0, 1, 2, 3]
+
+
+def test_a_refusal_names_its_own_gpu_when_another_gpu_was_refused_first() -> None:
+    mpl._PLANNED.clear()
+    unknown = ml.GpuConfig(index=0, model="NoSuchGPU", mig_enabled=True)
+    state = {"index": 0, "name": "NVIDIA NoSuchGPU", "mig": {"supported": True, "current": 1, "pending": 1}}
+    problems = []
+    for index in (0, 1, 1):
+        with pytest.raises(ml.LayoutError) as err:
+            mpl.plan_gpu({**state, "index": index}, unknown)
+        problems.append(err.value.problems)
+    message = "the desired layout names model 'NoSuchGPU', which has no MIG profile table"
+    assert problems == [[f"GPU 0: {message}"], [f"GPU 1: {message}"], [f"GPU 1: {message}"]]
