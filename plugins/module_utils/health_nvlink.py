@@ -9,11 +9,11 @@ The verdict (:func:`check_nvlink`, pure, levels and actions as in :mod:`health_b
 * NVSwitch boards (``switch``: HGX/DGX SXM, GB200): fewer links up than the model has is CRITICAL (drain): NCCL
   routes around the missing links or fails, and the job runs at a fraction of its speed on that node;
 * boards whose links need bridges (``bridge``: PCIe A100/H100/H200 NVL...) or an NVLink switch system
-  (``external``: GH200): no link up is INFO, not applicable (no bridge fitted: the board is sold and run that way);
+  (``external``: GH200): no link up is not applicable (ok; no bridge fitted: the board is sold and run that way);
   some but not all up is a WARNING (a bridge missing or loose: the pair runs at part of its bandwidth);
 * an up link slower than the model's speed is a WARNING: the GPU works and NCCL uses the link, at a lower rate
   (a link trained down, or a reduced NVLink bandwidth mode set on purpose); the operator decides;
-* a board without NVLink: INFO, not applicable; a board the table does not know: WARNING, saying so;
+* a board without NVLink: not applicable (ok, saying so); a board the table does not know: WARNING, saying so;
 * NVML could not read the links or their speed: UNKNOWN (fail closed), never ok.
 """
 
@@ -36,7 +36,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlEr
 
 FI_DEV_NVLINK_GET_SPEED = 164  # nvml.h NVML_FI_DEV_NVLINK_GET_SPEED: per link (scopeId), MB/s
 NAME = "nvlink"
-INFO = "INFO"
 
 
 def read_speeds(reader: Any, states: list[int]) -> list[int | None]:
@@ -64,9 +63,10 @@ def _links(numbers: list[int]) -> str:
     return ("NVLink " if len(numbers) == 1 else "NVLinks ") + ", ".join(map(str, numbers))
 
 
-def _info(gpu: dict[str, Any], value: Any, threshold: Any, message: str) -> dict:
-    """A check that does not apply: status ok (nothing to fix) at level INFO, never PASS."""
-    return check(NAME, gpu, OK, value, threshold, message, level=INFO)
+def _not_applicable(gpu: dict[str, Any], value: Any, threshold: Any, message: str) -> dict:
+    """A check that does not apply: status ok (nothing to fix), the message saying "not applicable" - as every check
+    that does not apply to a GPU (health_base._not_value), so a host of such boards stays PASS."""
+    return check(NAME, gpu, OK, value, threshold, message)
 
 
 def _unknown_board(gpu: dict[str, Any], states: list[int]) -> dict:
@@ -121,7 +121,7 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
             return check(NAME, gpu, WARN, {"links": len(states)}, threshold,
                          f"NVML reports {len(states)} NVLinks on a {spec.model}, which gpufleet's table says has "
                          "none: check the table (plugins/module_utils/nvlink_models.py)")
-        return _info(gpu, {"links": 0}, threshold, f"the {spec.model} has no NVLink; not applicable")
+        return _not_applicable(gpu, {"links": 0}, threshold, f"the {spec.model} has no NVLink; not applicable")
     if not states:
         status = FAIL if spec.wiring == nvlink_models.SWITCH else WARN
         return check(NAME, gpu, status, {"links": 0}, threshold,
@@ -132,7 +132,7 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     optional = spec.wiring in nvlink_models.OPTIONAL
     if optional and up == 0:
         fitted = "NVLink bridge" if spec.wiring == nvlink_models.BRIDGE else "NVLink switch system"
-        return _info(gpu, value, threshold,
+        return _not_applicable(gpu, value, threshold,
                      f"no {fitted} connected: all {len(states)} NVLinks of the {spec.model} inactive; not applicable "
                      f"(if one is fitted, reseat it)")
     parts: list[str] = []

@@ -149,7 +149,7 @@ def test_verify_json_names_the_failing_gpu(fleet: dict[str, Any], cli_runs: list
     report = doc["hosts"]["gpu-b"]["module_data"]["health"]["health"]
     failing = [c for c in report["checks"] if c["status"] == "fail"]
     assert [(c["name"], c["gpu"]) for c in failing] == [("nvlink", fleet["bad_gpu"])]
-    assert failing[0]["value"] == {"up": 17, "down": [5]}
+    assert failing[0]["value"] == {"links": 18, "up": 17, "down": [5]}
     (task,) = doc["hosts"]["gpu-b"]["failed_tasks"]
     bad = fleet["bad_gpu"]
     assert f"fail nvlink[gpu {bad['index']} {bad['uuid']} {bad['pci_bus_id']}]: NVLink 5 down (17/18 up)" in task["msg"]
@@ -193,7 +193,8 @@ def test_junit_xml_one_testcase_per_check(fleet: dict[str, Any]) -> None:
     assert root.get("failures") == "1"
     failure = suites["gpu-b"].find(f"testcase[@classname='gpu-b.gpu{BAD_GPU}'][@name='nvlink']/failure")
     assert failure is not None
-    assert failure.get("message") == "NVLink 5 down (17/18 up)"
+    assert failure.get("message") == ("NVLink 5 down (17/18 up): NCCL routes around them or fails; drain the node and "
+                                      "check the baseboard and the fabric manager")
     assert fleet["bad_gpu"]["uuid"] in (failure.text or "")
 
 
@@ -310,7 +311,8 @@ def test_report_command_reads_a_saved_result(fleet: dict[str, Any], cli_runs: li
         cells.append(f"{index}[{''.join(row)}]")
     assert "gpu-c  PASS       " + " ".join(cells) in lines
     assert "gpu-b  CRITICAL  drain   0■ 1■ 2■ 3■ 4■ 5■ 6■ 7■" in lines
-    assert f"  GPU {BAD_GPU} CRITICAL nvlink [action: drain]: NVLink 5 down (17/18 up)" in lines
+    assert (f"  GPU {BAD_GPU} CRITICAL nvlink [action: drain]: NVLink 5 down (17/18 up): NCCL routes around them or "
+            "fails; drain the node and check the baseboard and the fabric manager") in lines
 
     def without_time(text: str) -> str:
         return re.sub(r'data-meta="report written">[^<]*<', "", text)

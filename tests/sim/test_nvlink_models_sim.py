@@ -140,6 +140,6 @@ def test_a_pcie_pair_without_bridges_is_not_applicable(nvml_sim: Callable[..., A
         doc["gpus"][0]["nvlink"]["links"] = [0] * len(doc["gpus"][0]["nvlink"]["links"])
     r = sim.run(READ_HEALTH)
     assert (r["check"]["status"], r["check"]["level"], r["check"]["message"]) == (
-        "ok", "INFO", "no NVLink bridge connected: all 12 NVLinks of the H100-PCIE-80GB inactive; not applicable "
+        "ok", "PASS", "no NVLink bridge connected: all 12 NVLinks of the H100-PCIE-80GB inactive; not applicable "
         "(if one is fitted, reseat it)")
     assert json.dumps(r["check"]["value"]) == json.dumps({"links": 12, "up": 0, "down": list(range(12))})

@@ -95,18 +95,18 @@ CASES = [
      "baseboard and the fabric manager; could not read the NVLink speeds: boom"),
     ("h100-nvml-says-no-nvlink", gpu(H100, [], []), "fail", "CRITICAL",
      "NVML reports no NVLink on a H100-SXM5-80GB, which has 18: check the driver"),
-    ("pcie-no-bridge", gpu(H100_PCIE, [0] * 12), "ok", "INFO",
+    ("pcie-no-bridge", gpu(H100_PCIE, [0] * 12), "ok", "PASS",
      "no NVLink bridge connected: all 12 NVLinks of the H100-PCIE-80GB inactive; not applicable (if one is fitted, "
      "reseat it)"),
     ("pcie-bridge-all-up", gpu(H100_PCIE, [1] * 12), "ok", "PASS", "12 of 12 NVLinks up at 26562 MB/s (NVLink 4)"),
     ("pcie-partial-bridge", gpu(H100_PCIE, down(12, 8, 9, 10, 11)), "warn", "WARNING",
      "NVLinks 8, 9, 10, 11 down (8/12 up): a bridge missing or loose; the pair runs at part of its NVLink bandwidth"),
-    ("gh200-alone", gpu(GH200, [0] * 18), "ok", "INFO",
+    ("gh200-alone", gpu(GH200, [0] * 18), "ok", "PASS",
      "no NVLink switch system connected: all 18 NVLinks of the GH200-96GB inactive; not applicable (if one is "
      "fitted, reseat it)"),
-    ("l40s-no-nvlink", gpu(L40S, None, None, unsupported=("nvlink",)), "ok", "INFO",
+    ("l40s-no-nvlink", gpu(L40S, None, None, unsupported=("nvlink",)), "ok", "PASS",
      "the L40S has no NVLink; not applicable"),
-    ("l40s-empty", gpu(L40S, [], []), "ok", "INFO", "the L40S has no NVLink; not applicable"),
+    ("l40s-empty", gpu(L40S, [], []), "ok", "PASS", "the L40S has no NVLink; not applicable"),
     ("l40s-with-links", gpu(L40S, [1, 1], [1, 1]), "warn", "WARNING",
      "NVML reports 2 NVLinks on a L40S, which gpufleet's table says has none: check the table "
      "(plugins/module_utils/nvlink_models.py)"),
