@@ -184,6 +184,7 @@ def test_docs_table_is_the_code_table() -> None:
         if not line.startswith("|"):
             break
         rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    expected = [[m.model, f"`0x{m.pci_device_id:08X}`", str(m.links), str(m.generation or "–"),
-                 str(m.speed_mbps or "–"), m.wiring, m.inferred or "–"] for m in nm.MODELS]
+    none = "\u2013"  # the docs' en dash for "none"
+    expected = [[m.model, f"`0x{m.pci_device_id:08X}`", str(m.links), str(m.generation or none),
+                 str(m.speed_mbps or none), m.wiring, m.inferred or none] for m in nm.MODELS]
     assert rows == expected
