@@ -10,7 +10,8 @@ The verdict (:func:`check_nvlink`, pure, levels and actions as in :mod:`health_b
   routes around the missing links or fails, and the job runs at a fraction of its speed on that node;
 * boards whose links need bridges (``bridge``: PCIe A100/H100/H200 NVL...) or an NVLink switch system
   (``external``: GH200): no link up is not applicable (ok; no bridge fitted: the board is sold and run that way);
-  some but not all up is a WARNING (a bridge missing or loose: the pair runs at part of its bandwidth);
+  some but not all up is a WARNING (a bridge missing or loose: the pair runs at part of its bandwidth); with
+  ``nvlink_bridges_expected`` both are CRITICAL on bridge boards;
 * an up link slower than the model's speed is a WARNING: the GPU works and NCCL uses the link, at a lower rate
   (a link trained down, or a reduced NVLink bandwidth mode set on purpose); the operator decides;
 * a board without NVLink: not applicable (ok, saying so); a board the table does not know: WARNING, saying so;
@@ -104,8 +105,9 @@ def _speed_verdict(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, states: 
 
 
 def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
-    """gpu_health's ``nvlink`` check (see the module docstring for the levels)."""
-    del th
+    """gpu_health's ``nvlink`` check (see the module docstring for the levels; ``th["nvlink_bridges_expected"]``
+    makes a bridge board's missing links a failure)."""
+    bridges_expected = bool(th.get("nvlink_bridges_expected"))
     values = gpu.get("values", {})
     spec = nvlink_models.find(gpu.get("pci_device_id"), values.get("name"))
     threshold = ({"links": spec.links, "speed_mbps": spec.speed_mbps, "wiring": spec.wiring, "model": spec.model}
@@ -130,6 +132,10 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     down = [i for i, s in enumerate(states) if not s]
     value: dict[str, Any] = {"links": len(states), "up": up, "down": down}
     optional = spec.wiring in nvlink_models.OPTIONAL
+    if optional and up == 0 and bridges_expected and spec.wiring == nvlink_models.BRIDGE:
+        return check(NAME, gpu, FAIL, value, threshold,
+                     f"all {len(states)} NVLinks of the {spec.model} inactive, and NVLink bridges are expected "
+                     "(nvlink_bridges_expected): fit or reseat the bridge")
     if optional and up == 0:
         fitted = "NVLink bridge" if spec.wiring == nvlink_models.BRIDGE else "NVLink switch system"
         return _not_applicable(gpu, value, threshold,
@@ -138,7 +144,7 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     parts: list[str] = []
     link_status = OK
     if up < spec.links:
-        link_status = WARN if optional else FAIL
+        link_status = WARN if optional and not bridges_expected else FAIL
         why = ("a bridge missing or loose; the pair runs at part of its NVLink bandwidth" if optional else
                "NCCL routes around them or fails; drain the node and check the baseboard and the fabric manager")
         gone = f"{_links(down)} down" if down else f"only {len(states)} NVLinks reported"

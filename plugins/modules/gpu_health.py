@@ -139,6 +139,13 @@ options:
     description: The host has NVSwitches, so C(nvidia-fabricmanager) must be active.
     type: bool
     default: false
+  nvlink_bridges_expected:
+    description:
+      - The host's PCIe boards with NVLink bridges (A100/H100 PCIe, H100/H200 NVL, A30...) have their bridges
+        fitted, so such a board with no NVLink up fails its C(nvlink) check, and one with some links down fails
+        instead of warning. When false, a bridge board with no link up is not applicable (sold and run without).
+    type: bool
+    default: false
   fabric_manager_service:
     description: The fabric manager's systemd unit.
     type: str
@@ -323,6 +330,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "pcie_width_status": {"type": "str", "choices": ["warn", "fail"], "default": "fail"},
     "pcie_gen_status": {"type": "str", "choices": ["ok", "warn", "fail"], "default": "warn"},
     "nvswitch_expected": {"type": "bool", "default": False},
+    "nvlink_bridges_expected": {"type": "bool", "default": False},
     "fabric_manager_service": {"type": "str", "default": "nvidia-fabricmanager"},
     "idle_expected": {"type": "bool", "default": False},
     "idle_allowed_processes": {"type": "list", "elements": "str", "default": ["nvidia-cuda-mps-server"]},

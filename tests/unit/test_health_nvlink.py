@@ -127,6 +127,17 @@ def test_nvlink_verdict(reading: dict[str, Any], status: str, level: str, messag
     assert result["action"] == ("drain" if level == "CRITICAL" else "none")
 
 
+def test_bridges_expected_makes_a_missing_bridge_a_failure() -> None:
+    missing = hn.check_nvlink(gpu(H100_PCIE, [0] * 12), th(nvlink_bridges_expected=True))
+    assert (missing["status"], missing["level"], missing["message"]) == (
+        "fail", "CRITICAL", "all 12 NVLinks of the H100-PCIE-80GB inactive, and NVLink bridges are expected "
+        "(nvlink_bridges_expected): fit or reseat the bridge")
+    partial = hn.check_nvlink(gpu(H100_PCIE, down(12, 0)), th(nvlink_bridges_expected=True))
+    assert (partial["status"], partial["level"]) == ("fail", "CRITICAL")
+    # GH200's links need an NVLink switch system, not a bridge: the option does not make a lone GH200 fail
+    assert hn.check_nvlink(gpu(GH200, [0] * 18), th(nvlink_bridges_expected=True))["status"] == "ok"
+
+
 def test_the_failing_value_names_the_links() -> None:
     result = hn.check_nvlink(gpu(H100, down(18, 3), [26562] * 3 + [None] + [26562] * 9 + [13281] + [26562] * 4),
                              th())
