@@ -321,7 +321,7 @@ def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] 
     if isinstance(known, LayoutError):
         raise LayoutError(known.problems)
     model, actions, note = known
-    return GpuPlan(index, current.get("uuid"), model, [{**a, "gpu": index} for a in actions], note)
+    return GpuPlan(index, current.get("uuid"), model, [dict(a, gpu=index) for a in actions], note)
 
 
 def _plan_gpu(current: Mapping[str, Any], desired: GpuConfig | None) -> GpuPlan:
