@@ -100,8 +100,8 @@ def _speed_verdict(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, states: 
     if not slow:
         return OK, None, None, {}
     seen = ", ".join(f"{link} at {mbps} MB/s" for link, mbps in slow.items())
-    return WARN, None, (f"NVLink {seen}, the {spec.model}'s NVLink {spec.generation} links run at {want} MB/s: "
-                        "a link trained down or a reduced NVLink bandwidth mode; NCCL bandwidth is lower"), slow
+    return WARN, None, (f"NVLink {seen}, expected {want} MB/s ({spec.model}, NVLink {spec.generation}): trained "
+                        "down, or a reduced NVLink bandwidth mode"), slow
 
 
 def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
@@ -146,7 +146,7 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     if up < spec.links:
         link_status = WARN if optional and not bridges_expected else FAIL
         why = ("a bridge missing or loose; the pair runs at part of its NVLink bandwidth" if optional else
-               "NCCL routes around them or fails; drain the node and check the baseboard and the fabric manager")
+               "NCCL falls back to slower paths; drain and check the baseboard")
         gone = f"{_links(down)} down" if down else f"only {len(states)} NVLinks reported"
         parts.append(f"{gone} ({up}/{spec.links} up): {why}")
     elif up > spec.links:

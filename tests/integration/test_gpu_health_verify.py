@@ -193,8 +193,8 @@ def test_junit_xml_one_testcase_per_check(fleet: dict[str, Any]) -> None:
     assert root.get("failures") == "1"
     failure = suites["gpu-b"].find(f"testcase[@classname='gpu-b.gpu{BAD_GPU}'][@name='nvlink']/failure")
     assert failure is not None
-    assert failure.get("message") == ("NVLink 5 down (17/18 up): NCCL routes around them or fails; drain the node and "
-                                      "check the baseboard and the fabric manager")
+    assert failure.get("message") == ("NVLink 5 down (17/18 up): NCCL falls back to slower paths; drain and check the "
+                                      "baseboard")
     assert fleet["bad_gpu"]["uuid"] in (failure.text or "")
 
 
@@ -311,8 +311,8 @@ def test_report_command_reads_a_saved_result(fleet: dict[str, Any], cli_runs: li
         cells.append(f"{index}[{''.join(row)}]")
     assert "gpu-c  PASS       " + " ".join(cells) in lines
     assert "gpu-b  CRITICAL  drain   0■ 1■ 2■ 3■ 4■ 5■ 6■ 7■" in lines
-    assert (f"  GPU {BAD_GPU} CRITICAL nvlink [action: drain]: NVLink 5 down (17/18 up): NCCL routes around them or "
-            "fails; drain the node and check the baseboard and the fabric manager") in lines
+    assert (f"  GPU {BAD_GPU} CRITICAL nvlink [action: drain]: NVLink 5 down (17/18 up): NCCL falls back to slower "
+            "paths; drain and check the baseboard") in lines
 
     def without_time(text: str) -> str:
         return re.sub(r'data-meta="report written">[^<]*<', "", text)
