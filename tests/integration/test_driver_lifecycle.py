@@ -78,7 +78,7 @@ def run_role(lab: dict[str, object], host: str, *extra: str, check: bool = False
                            work=Path(str(lab["work"])), check=check, limit=host)
     results = all_results(doc)
     return rc, {
-        "failed": [r.get("msg", "") for r in results if r.get("failed")],
+        "failed": [r.get("msg", "") for r in results if r.get("failed") or r.get("unreachable")],
         "said": [str(r["msg"]) for r in results if "msg" in r and not r.get("failed") and not r.get("skipped")
                  and isinstance(r.get("msg"), str) and r["msg"].startswith(("WARNING", "nvidia_driver:"))],
         "changed": [str(r.get("changed")) for r in results if r.get("changed")],
