@@ -68,6 +68,11 @@ READ_CHANGES = {
     "ci.name": _set(lambda s: _gi(s, 1)["compute_instances"][0], "name", "1c.2g.20gb"),
     "ci.id as bool": _set(lambda s: _gi(s, 1)["compute_instances"][0], "id", False),
     "gi list at the top level": lambda s: s.update(gpu_instances=[_gi(s, 1)]),
+    # keys beside nvml.Nvml.mig_state's shape, which take precedence over the shape's own
+    "gi.profile beside profile_name": _set(lambda s: _gi(s, 1), "profile", "1g.10gb"),
+    "ci.profile beside name": _set(lambda s: _gi(s, 1)["compute_instances"][0], "profile", "1c.2g.20gb"),
+    "ci without a uuid key, renamed": lambda s: _gi(s, 1).update(compute_instances=[
+        {k: v for k, v in _gi(s, 1)["compute_instances"][0].items() if k != "uuid"} | {"name": "1c.2g.20gb"}]),
 }
 #: changes to values the planner does not read (they must not change the plan, and share the cache entry)
 IGNORED_CHANGES = {
