@@ -1,6 +1,7 @@
 """Hosts that reboot (issue 20): a lab host restarts after ``reboot`` with a new boot id and power-cycled GPUs,
-and ``nvidia_driver_reboot_ok: true`` reboots a host whose change needs it and the run goes on and converges. (The
-MIG layout coming back at boot through ``gpufleet-mig-apply.service`` is not asserted here yet: see docs/testing.md.)
+``nvidia_driver_reboot_ok: true`` reboots a host whose change needs it and the run goes on and converges, and after
+a reboot the MIG layout comes back through ``gpufleet-mig-apply.service`` before the GPU clients (DCGM's host
+engine and exporter) start, with ``gpu_health`` passing.
 
 One podman host, a 4xA30 (MIG without NVSwitches), shared by the tests in order: the lab's own reboot first, then
 the role refusing (null) and doing (true) the reboot that ``/run/reboot-required.pkgs`` asks for, on a host
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 ROOT = project_root()
 HOST = "reboot-a30"
+ADDRESS = "127.0.219.1"
 STATE = "/var/lib/nvidia-sim/state.json"
 SIM_PY = "/usr/lib/nvidia-sim/python"
 PLAYBOOK = """\
@@ -76,7 +78,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     (work / "reboot.yml").write_text(REBOOT, encoding="utf-8")
     server_pid = reposerver.start()
     try:
-        start_hosts([HostSpec(HOST, "4xA30", "127.0.219.1")])
+        start_hosts([HostSpec(HOST, "4xA30", ADDRESS)])
         yield {"work": work, "inventory": inventory, "playbook": work / "site.yml", "reboot": work / "reboot.yml"}
     finally:
         stop_hosts([HOST])
@@ -103,15 +105,16 @@ def ansible_reboot(lab: dict[str, Path]) -> dict[str, Any]:
     return result
 
 
-def run(lab: dict[str, Path], *extra: str) -> tuple[int, dict[str, Any]]:
-    rc, doc = run_playbook(lab["inventory"], lab["playbook"], extra, work=lab["work"], timeout=900)
+def run(lab: dict[str, Path], *extra: str, timeout: int = 900) -> tuple[int, dict[str, Any]]:
+    rc, doc = run_playbook(lab["inventory"], lab["playbook"], extra, work=lab["work"], timeout=timeout)
     tasks = [(task["task"]["name"], result) for play in doc["plays"] for task in play["tasks"]
              for result in task["hosts"].values()]
     return rc, {"failed": [r.get("msg", "") for r in results(doc) if r.get("failed")],
                 "changed": [name for name, r in tasks if r.get("changed")],
                 "results": dict(tasks),
                 "why": [f"{name}: {r.get('msg', '')} {str(r.get('stderr', ''))[-800:]} "
-                        f"{str(r.get('stdout', ''))[-800:]}" for name, r in tasks if r.get("failed")]}
+                        f"{str(r.get('stdout', ''))[-800:]}" for name, r in tasks
+                        if r.get("failed") or r.get("unreachable")]}
 
 
 def monotonic(unit: str, prop: str) -> int:
@@ -184,3 +187,56 @@ def test_reboot_ok_reboots_the_host_and_the_run_goes_on_and_converges(lab: dict[
     assert exec_in(HOST, ["systemctl", "is-enabled", "gpufleet-mig-apply"]).strip() == "enabled"
     rc, again = run(lab, "nvidia_driver_reboot_ok=true")
     assert (rc, again["failed"], again["changed"]) == (0, [], []), again["why"]
+
+
+def host_clock_us() -> int:
+    """CLOCK_MONOTONIC in microseconds, as systemd's ``*TimestampMonotonic`` read it (a container shares the
+    machine's clock, so it does not restart at a lab reboot: a unit that ran after this reading ran in a later boot)."""
+    return int(exec_in(HOST, ["python3", "-c", "import time; print(time.monotonic_ns() // 1000)"]).strip())
+
+
+def health_watches() -> list[str]:
+    out = exec_in(HOST, ["dcgmi", "health", "--host", f"{ADDRESS}:5555", "-c", "-j"])
+    return sorted(json.loads(out)["watched_systems"])
+
+
+def test_after_a_reboot_the_mig_layout_is_back_before_the_gpu_clients_and_health_passes(
+        lab: dict[str, Path]) -> None:
+    # a GPU falls off the bus on the converged host: the driver role's own check sees it and stops the run
+    exec_in(HOST, ["python3", "-c", f"import sys; sys.path.insert(0, {SIM_PY!r}); "
+                   "from nvidia_sim import hardware; hardware.inject('fallen-off-bus', '2', {})"])
+    listing = exec_in(HOST, ["nvidia-smi", "-L"], check=False)
+    assert "Unable to determine the device handle for gpu 2: GPU is lost." in listing
+    rc, sick = run(lab, "nvidia_driver_reboot_ok=true", timeout=300)
+    assert rc == 2, sick["why"]
+    assert sick["failed"] == [
+        f"nvidia_driver: nvidia-smi -L on {HOST} exited with status 15: {listing.strip()} but the PCI bus has 4; "
+        "check the driver (dmesg, nvidia-smi) and reboot if the module is old."]
+    before, clock = boot_id(HOST), host_clock_us()
+    assert ansible_reboot(lab)["rebooted"] is True
+    assert boot_id(HOST) != before
+    # the power cycle took the instances away and brought GPU 2 back; gpufleet-mig-apply.service put the
+    # recorded layout back at boot, before any Ansible run
+    assert not any(gpu.get("lost") for gpu in state()["gpus"])
+    assert mig_devices() == [BALANCED_A30] * 4
+    assert exec_in(HOST, ["systemctl", "show", "--value", "-p", "Result", "gpufleet-mig-apply"]).strip() == "success"
+    applied = monotonic("gpufleet-mig-apply.service", "ExecMainStartTimestampMonotonic")
+    apply_done = monotonic("gpufleet-mig-apply.service", "ExecMainExitTimestampMonotonic")
+    # ... in this boot, after nvidia-persistenced (its After=) and before the GPU clients (its Before=) started
+    assert clock < monotonic("nvidia-persistenced.service", "ActiveEnterTimestampMonotonic") <= applied <= apply_done
+    for client in ("nvidia-dcgm.service", "nvidia-dcgm-exporter.service"):
+        started = monotonic(client, "ExecMainStartTimestampMonotonic")
+        assert apply_done <= started, (client, apply_done, started)
+    # persistence mode is back on: nvidia-persistenced set it again after the power cycle turned it off
+    assert [gpu["persistence_mode"] for gpu in state()["gpus"]] == [1] * 4
+    # DCGM's host engine forgets its health watches when it restarts (here: at boot) ...
+    assert health_watches() == []
+    rc, out = run(lab, "nvidia_driver_reboot_ok=true")
+    # ... so the role sets them again: the one change a run after a reboot makes (the MIG role changes nothing)
+    assert (rc, out["failed"], out["changed"]) == (
+        0, [], ["gpufleet.nvidia.nvidia_dcgm : Set the health watches (a)"]), out["why"]
+    assert health_watches() == ["d", "i", "m", "n", "p", "t"]
+    (health,) = [r["health"] for name, r in out["results"].items()
+                 if name == "gpufleet.nvidia.gpu_health : Check every GPU (one NVML session per host)"]
+    assert (health["level"], health["status"]) == ("PASS", "ok"), health
+    assert json.loads(exec_in(HOST, ["cat", "/var/lib/gpufleet/health.json"])) == health
