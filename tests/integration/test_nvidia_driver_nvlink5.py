@@ -117,7 +117,7 @@ def test_converges_with_nvlsm_before_the_fabric_manager(lab: dict[str, Path]) ->
     rc, out = run_role(lab)
     assert (rc, out["failed"]) == (0, []), out["failed"]
     assert version("nvidia-kernel-open-dkms") == f"{DRIVER}-1 hold"
-    assert version("nvidia-fabricmanager-580") == f"{DRIVER}-1 hold"
+    assert version("nvidia-fabricmanager") == f"{DRIVER}-1 hold"  # unsuffixed from R580, as NVIDIA names it
     assert version("nvlsm") == f"{DRIVER}-1 hold"
     assert exec_in(HOST, ["systemctl", "is-active", "nvlsm", "nvidia-fabricmanager"]).split() == ["active", "active"]
     assert monotonic_start("nvlsm") < monotonic_start("nvidia-fabricmanager")
