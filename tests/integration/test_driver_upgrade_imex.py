@@ -10,16 +10,14 @@ second nvidia_imex run that changes nothing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from _lab_play import failed_messages, run_playbook
+from _lab_play import failed_messages, lab_hosts, run_playbook
 from _lab_play import results as all_results
 
 from gpufleet_lab import reposerver
@@ -40,14 +38,6 @@ IMEX = """\
     - role: gpufleet.nvidia.nvidia_imex
 """
 
-
-def _lab_hosts() -> Any:
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(lab: dict[str, Path], playbook: Path, *extra: str) -> tuple[int, list[str], int]:
@@ -88,7 +78,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     (work / "imex.yml").write_text(IMEX, encoding="utf-8")
     server_pid = reposerver.start()
     try:
-        image = _lab_hosts().ensure_baselines({"plain-570"})["plain-570"]
+        image = lab_hosts().ensure_baselines({"plain-570"})["plain-570"]
         start_hosts([HostSpec(TRAY, "4xGB200", ADDRESS)], image=image)
         lab = {"work": work, "inventory": inventory}
         rc, failures, _ = run(lab, work / "imex.yml")

@@ -23,7 +23,6 @@ cases 3 and 4 need the transaction to be. The layouts are NVIDIA's A100 80GB pla
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lab_play import ansible_env, parse
+from _lab_play import ansible_env, lab_hosts, parse
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
@@ -89,14 +88,6 @@ ExecStop=/bin/sleep {STOP_SECONDS}
 """
 
 
-def _lab_hosts() -> Any:
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
@@ -110,8 +101,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     (work / "mig.yml").write_text(PLAYBOOK, encoding="utf-8")
     server_pid = reposerver.start()  # a missing baseline image is built from the simulated repository
     try:
-        lab_hosts = _lab_hosts()
-        image = lab_hosts.ensure_baselines({"plain-550"})["plain-550"]
+        baselines = lab_hosts()
+        image = baselines.ensure_baselines({"plain-550"})["plain-550"]
         start_hosts([HostSpec(HOST, "8xA100", "127.0.218.1")], image=image)
         subprocess.run(["podman", "exec", "-i", HOST, "sh", "-c",
                         f"cat > /etc/systemd/system/{SLOW}.service && systemctl daemon-reload"],

@@ -17,7 +17,6 @@ apply (injected NVML error) under two fail percentages (last: it leaves a half-a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _lab_play import lab_hosts
 
 from gpufleet_lab import reposerver, slurm
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostError, HostSpec, exec_in, start_hosts, stop_hosts
@@ -43,14 +43,6 @@ PRESETS = {"slurm-a": "2xA100-40GB", "slurm-b": "4xA30"}
 REPO = "http://127.0.0.1:8765/"
 
 
-def _lab_hosts() -> Any:
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[slurm.Cluster]:
@@ -59,7 +51,7 @@ def cluster() -> Iterator[slurm.Cluster]:
     start = time.monotonic()
     server_pid = reposerver.start()  # a missing baseline image is built from the simulated repository
     try:
-        base = _lab_hosts().ensure_baselines({"plain-550"})["plain-550"]
+        base = lab_hosts().ensure_baselines({"plain-550"})["plain-550"]
         image = slurm.ensure_slurm_image(base)
         # owned like Molecule's hosts: another engineer's `gpufleet-lab cleanup` (lab hosts only) leaves them
         start_hosts([HostSpec(name, PRESETS[name], address, tmpfs=slurm.DRIVER_TMPFS, owner=MOLECULE_OWNER)
