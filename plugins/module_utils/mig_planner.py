@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, TypeAlias
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import HOST_TABLE_KEY, model_for
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import (
@@ -262,54 +262,74 @@ def _plan_instances(index: int, model: GpuModel, existing: list[ExistingGi], des
 # also reports) and the config's fingerprint. The key is marshalled, so it tells 1 from 1.0 and True as a repr
 # would; input marshal cannot take (say a str subclass) falls back to repr. A refusal names its GPU, so it is reused
 # for that GPU only. Callers get copies, with their own GPU's index; the UUID is the caller's.
-_PLANNED: dict[str | bytes, tuple[int, tuple[str | None, list[dict[str, Any]], str] | LayoutError]] = {}
+# what one GPU's plan comes to: (model label, actions, note), or the refusal
+_Known: TypeAlias = "tuple[str | None, list[dict[str, Any]], str] | LayoutError"
+_PLANNED: dict[tuple[str | bytes, str | None], tuple[int, _Known]] = {}
 _PLANNED_MAX = 8192
 
 
 def _state_key(current: Mapping[str, Any]) -> tuple[Any, ...]:
     """Every value of ``current`` that :func:`_plan_gpu` reads (model_for, _mode, _raw_instances, _existing) but
     the index."""
-    mig = current.get("mig")
+    get = current.get
+    mig = get("mig")
     if type(mig) is not dict:  # the exact type: the fast path for what gpu_facts returns
         mig = sub_mapping(current, "mig")
-    table = current.get(HOST_TABLE_KEY)
-    gis = current.get("gpu_instances") or mig.get("gpu_instances") or ()
-    return (current.get("model"), current.get("name"), current.get("pci_device_id"),
-            table, current.get("memory_total_mib") if table else None,
-            mig.get("supported"), mig.get("current"), mig.get("pending"),
-            [(gi.get("id"), gi.get("profile_id"), gi.get("profile"), gi.get("profile_name"), gi.get("start"),
-              gi.get("size"),
-              [(ci.get("id"), ci.get("profile_id"), ci.get("profile"), ci.get("name"), ci.get("slices"),
-                ci.get("size")) for ci in gi.get("compute_instances") or ()])
-             for gi in gis])
+    table = get(HOST_TABLE_KEY)
+    gis = get("gpu_instances") or mig.get("gpu_instances") or ()
+    key: list[Any] = [get("model"), get("name"), get("pci_device_id"), table,
+                      get("memory_total_mib") if table else None,
+                      mig.get("supported"), mig.get("current"), mig.get("pending"), len(gis)]
+    for gi in gis:  # flat: each GI's six values and its CI count, then six values per CI
+        cis = gi.get("compute_instances") or ()
+        try:  # gpu_facts' own dicts have all but profile: subscripts, the fast way to read them
+            if type(gi) is not dict:  # a subclass's __missing__ would answer for an absent key
+                raise KeyError
+            key += (gi["id"], gi["profile_id"], gi.get("profile"), gi["profile_name"], gi["start"], gi["size"],
+                    len(cis))
+        except KeyError:
+            key += (gi.get("id"), gi.get("profile_id"), gi.get("profile"), gi.get("profile_name"), gi.get("start"),
+                    gi.get("size"), len(cis))
+        for ci in cis:
+            try:
+                if type(ci) is not dict:
+                    raise KeyError
+                key += (ci["id"], ci["profile_id"], ci.get("profile"), ci["name"], ci["slices"], ci["size"])
+            except KeyError:
+                key += (ci.get("id"), ci.get("profile_id"), ci.get("profile"), ci.get("name"), ci.get("slices"),
+                        ci.get("size"))
+    return tuple(key)
 
 
-def _plan_key(current: Mapping[str, Any], config: GpuConfig | None) -> str | bytes | None:
+def _plan_key(current: Mapping[str, Any], config: GpuConfig | None) -> tuple[str | bytes, str | None] | None:
+    """The state marshalled, beside the config's fingerprint: a str every copy of the config shares, whose hash
+    Python keeps (marshalling it too would copy and hash hundreds of characters for every GPU)."""
     fingerprint = config and config.fingerprint
     try:
         state = _state_key(current)
     except (AttributeError, TypeError):  # malformed input: planned (and refused) uncached
         return None
     try:
-        return marshal.dumps((state, fingerprint), 2)
+        return marshal.dumps(state, 2), fingerprint
     except ValueError:
         try:
-            return repr((state, fingerprint))
+            return repr(state), fingerprint
         except RecursionError:
             return None
 
 
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
-    index = int(current["index"])
-    config = None if desired is None else GpuConfig.from_dict(desired)
+    return _plan_cached(current, int(current["index"]), None if desired is None else GpuConfig.from_dict(desired))
+
+
+def _plan_cached(current: Mapping[str, Any], index: int, config: GpuConfig | None) -> GpuPlan:
     key = _plan_key(current, config)
     cached = _PLANNED.get(key) if key is not None else None
     if cached is None or (cached[0] != index and isinstance(cached[1], LayoutError)):
         try:
             fresh = _plan_gpu(current, config)
-            known: tuple[str | None, list[dict[str, Any]], str] | LayoutError = (fresh.model, fresh.actions,
-                                                                                 fresh.note)
+            known: _Known = (fresh.model, fresh.actions, fresh.note)
         except LayoutError as exc:
             known = exc
         if key is not None:
@@ -321,7 +341,12 @@ def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] 
     if isinstance(known, LayoutError):
         raise LayoutError(known.problems)
     model, actions, note = known
-    return GpuPlan(index, current.get("uuid"), model, [dict(a, gpu=index) for a in actions], note)
+    copies = []
+    for action in actions:  # the caller's own dicts, naming the caller's GPU
+        copy = action.copy()
+        copy["gpu"] = index
+        copies.append(copy)
+    return GpuPlan(index, current.get("uuid"), model, copies, note)
 
 
 def _plan_gpu(current: Mapping[str, Any], desired: GpuConfig | None) -> GpuPlan:
@@ -368,13 +393,13 @@ def plan(current: Sequence[Mapping[str, Any]], desired: Sequence[GpuConfig | Map
     for item in desired:
         config = GpuConfig.from_dict(item)
         by_index[config.index] = config
-    reported = {int(gpu["index"]) for gpu in current}
-    missing = sorted(set(by_index) - reported)
+    indexed = sorted(((int(gpu["index"]), n, gpu) for n, gpu in enumerate(current)), key=lambda item: item[:2])
+    missing = sorted(set(by_index).difference(index for index, _, _ in indexed))
     if missing:
-        have = ", ".join(str(r) for r in sorted(reported)) or "none"
+        have = ", ".join(str(r) for r in sorted({index for index, _, _ in indexed})) or "none"
         raise LayoutError([f"GPU {i}: in the desired layout but NVML reports no such GPU (GPUs: {have})"
                            for i in missing])
-    return [plan_gpu(gpu, by_index.get(int(gpu["index"]))) for gpu in sorted(current, key=lambda g: int(g["index"]))]
+    return [_plan_cached(gpu, index, by_index.get(index)) for index, _, gpu in indexed]
 
 
 def _describe(action: Mapping[str, Any]) -> str:

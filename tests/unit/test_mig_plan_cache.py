@@ -8,6 +8,7 @@ equal answers: a key that misses a value the planner reads would hand one state 
 
 from __future__ import annotations
 
+import collections
 import copy
 import sys
 from collections.abc import Callable
@@ -188,3 +189,18 @@ def test_a_refusal_names_its_own_gpu_when_another_gpu_was_refused_first() -> Non
         problems.append(err.value.problems)
     message = "the desired layout names model 'NoSuchGPU', which has no MIG profile table"
     assert problems == [[f"GPU 0: {message}"], [f"GPU 1: {message}"], [f"GPU 1: {message}"]]
+
+
+def test_a_mapping_that_answers_for_absent_keys_is_read_as_the_planner_reads_it() -> None:
+    """The key reads gpu_facts' own dicts by subscript; a defaultdict would answer 0 for an absent size there,
+    while the planner's .get sees no size and takes the profile's. Warmed by a GI whose size really is 0, the
+    defaultdict's GI must still get its own plan."""
+    sized_zero = base()
+    _gi(sized_zero, 1)["size"] = 0
+    unsized = base()
+    _gi(unsized, 1).pop("size")
+    unsized["mig"]["gpu_instances"][1] = collections.defaultdict(int, _gi(unsized, 1))
+    cold = repr(plan_cold(unsized))
+    assert cold != repr(plan_cold(sized_zero)), "a GI of size 0 and one without a size should plan differently"
+    plan_warm(sized_zero)
+    assert repr(plan_warm(unsized)) == cold
