@@ -134,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fleet = build_fleet(args.hosts, args.gpus, args.seed)
     # time cold caches (placements, verdicts, plans), as a fresh controller process would have them
-    ml._pack.cache_clear()
-    ml._VALIDATED.clear()
-    ml._GPU_CONFIGS.clear()
+    ml.clear_caches()
     mpl._PLANNED.clear()
     gc.collect()  # the fleet's construction is not the planner's: settle its garbage before the clock starts
     changed = actions = 0

@@ -398,17 +398,17 @@ def _validate_gpu(entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuC
     return GpuConfig(gpu.index, model.name, True, entry.position, True, reset, gis, renamed)
 
 
-# One entry on one model gives the same config on every GPU (and host) it matches: accepted configs by the repr of
-# the raw entry and what the validator reads of the GPU, reused with the GPU's index. Refusals are not kept (their
-# messages name the GPU).
-_GPU_CONFIGS: dict[tuple[str, str | None, bool | None, str], GpuConfig] = {}
+# One entry on one model gives the same config on every GPU (and host) it matches: accepted configs by the raw
+# entry (marshalled, as _input_key does) and what the validator reads of the GPU, reused with the GPU's index.
+# Refusals are not kept (their messages name the GPU).
+_GPU_CONFIGS: dict[tuple[str | bytes, str | None, bool | None, str], GpuConfig] = {}
 
 
 def _validate_gpu_cached(raw: Any, entry: LayoutEntry, gpu: GpuInfo, problems: list[str]) -> GpuConfig | None:
-    try:
-        key = (repr(raw), gpu.model.cache_key if gpu.model else None, gpu.mig_capable, gpu.label)
-    except RecursionError:
+    raw_key = _input_key(raw)
+    if raw_key is None:
         return _validate_gpu(entry, gpu, problems)
+    key = (raw_key, gpu.model.cache_key if gpu.model else None, gpu.mig_capable, gpu.label)
     template = _GPU_CONFIGS.get(key)
     if template is None:
         before = len(problems)
@@ -533,6 +533,14 @@ _VALIDATED: dict[str | bytes, list[GpuConfig] | LayoutError] = {}
 _VALIDATED_MAX = 4096
 
 
+def clear_caches() -> None:
+    """Forget every verdict, parsed layout, GPU description and packing kept so far (a cold start, for the
+    benchmark and tests)."""
+    for cache in (_VALIDATED, _GPU_CONFIGS, _PARSED, _GPU_INFOS):
+        cache.clear()
+    _pack.cache_clear()
+
+
 def _input_key(data: Any) -> str | bytes | None:
     """A cache key that tells every difference of JSON-like ``data``; None when it is nested too deeply."""
     try:
@@ -544,9 +552,39 @@ def _input_key(data: Any) -> str | bytes | None:
             return None
 
 
+# A fleet's hosts repeat the same layouts and the same GPU descriptions in new combinations: parsed layouts and GPU
+# descriptions by their marshal (never a refusal, whose message names its input). Both are only read once made.
+_PARSED: dict[bytes | str, list[LayoutEntry]] = {}
+_GPU_INFOS: dict[bytes | str, GpuInfo] = {}
+
+
+def _parsed(entries: Any) -> list[LayoutEntry]:
+    key = _input_key(entries)
+    known = _PARSED.get(key) if key is not None else None
+    if known is None:
+        known = parse_entries(entries)
+        if key is not None:
+            if len(_PARSED) >= _VALIDATED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = known
+    return known
+
+
+def _gpu_info_cached(raw: Mapping[str, Any]) -> GpuInfo:
+    key = _input_key(raw)
+    known = _GPU_INFOS.get(key) if key is not None else None
+    if known is None:
+        known = gpu_info(raw)
+        if key is not None:
+            if len(_GPU_INFOS) >= _VALIDATED_MAX:
+                _GPU_INFOS.clear()
+            _GPU_INFOS[key] = known
+    return known
+
+
 def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, absent: Sequence[int]
               ) -> list[GpuConfig]:
-    parsed = parse_entries(entries)
+    parsed = _parsed(entries)
     problems: list[str] = []
     infos = []
     if not isinstance(gpus, (list, tuple)):
@@ -558,7 +596,7 @@ def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, a
                             "pci_device_id")
             continue
         try:
-            info = gpu_info(raw)
+            info = _gpu_info_cached(raw)
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(f"GPU {_short(raw)}: cannot read its description ({exc}); need index, model or name, "
                             "pci_device_id")
