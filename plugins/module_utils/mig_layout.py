@@ -118,10 +118,11 @@ class GpuConfig:
 
     def _twin(self) -> GpuConfig:
         # every attribute as it is (the fingerprint too: the property checks it against the twin's own state)
+        attributes = self.__dict__.copy()
+        attributes["gpu_instances"] = list(self.gpu_instances)
+        attributes["profile_names"] = dict(self.profile_names)
         twin = object.__new__(GpuConfig)
-        twin.__dict__.update(self.__dict__)
-        twin.gpu_instances = list(self.gpu_instances)
-        twin.profile_names = dict(self.profile_names)
+        twin.__dict__ = attributes
         return twin
 
     def _state(self) -> tuple[Any, ...]:  # not the index: plan() matches it to a GPU, the planner never reads it
