@@ -151,7 +151,8 @@ def test_a_str_subclass_in_the_layout_is_validated_like_a_str() -> None:
 
 _json = st.recursive(st.none() | st.booleans() | st.integers(-3, 9) | st.sampled_from(["3g.40gb", "1g.10gb", "x"]),
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-                         st.sampled_from(["id", "profile_id", "profile", "start", "size", "name", "slices"]),
+                         st.sampled_from(["id", "profile_id", "profile", "profile_name", "start", "size", "name",
+                                          "slices", "compute_instances"]),
                          inner, max_size=4), max_leaves=12)
 
 
@@ -168,6 +169,56 @@ def test_warm_and_cold_plans_agree_on_any_state(gis: list[Any], current: Any) ->
             plan_warm(state)
         return
     assert repr(plan_warm(copy.deepcopy(state))) == repr(cold)
+
+
+def _state_with(gis: list[Any], current: Any) -> dict[str, Any]:
+    state = copy.deepcopy(base())
+    state["mig"]["current"] = current
+    state["mig"]["gpu_instances"] = gis
+    return state
+
+
+def _outcome(state: dict[str, Any]) -> str:
+    try:
+        return repr(plan_warm(state))
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        return f"{type(exc).__name__}"
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """Every dict inside ``value``, outermost first."""
+    if isinstance(value, dict):
+        return [value, *(d for v in value.values() for d in _dicts(v))]
+    if isinstance(value, list):
+        return [d for v in value for d in _dicts(v)]
+    return []
+
+
+_LEAF = st.none() | st.booleans() | st.integers(-3, 9) | st.sampled_from(["3g.40gb", "1g.10gb", "x"])
+_READ_KEYS = ["id", "profile_id", "profile", "profile_name", "start", "size", "name", "slices"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.lists(_json, min_size=1, max_size=3), current=st.sampled_from([0, 1, True, None]), data=st.data())
+def test_a_state_planned_after_its_neighbour_gets_its_own_plan(first: list[Any], current: Any,
+                                                              data: st.DataObject) -> None:
+    """A state, then the same state with one value of one GI or CI set anew (or a key taken out), planned with the
+    cache the first left: a key that gave the two one entry (a value read by subscript that the planner reads with
+    .get, say) fails here."""
+    second = copy.deepcopy(first)
+    inner = _dicts(second)
+    if inner:
+        target = data.draw(st.sampled_from(inner))
+        key = data.draw(st.sampled_from(_READ_KEYS))
+        if data.draw(st.booleans()):
+            target[key] = data.draw(_LEAF)
+        else:
+            target.pop(key, None)
+    mpl._PLANNED.clear()
+    alone = _outcome(_state_with(second, current))
+    mpl._PLANNED.clear()
+    _outcome(_state_with(first, current))
+    assert _outcome(_state_with(second, current)) == alone
 
 
 def test_gpus_that_differ_only_in_index_share_one_plan_each_with_its_own_index() -> None:
