@@ -277,27 +277,29 @@ def _state_key(current: Mapping[str, Any]) -> tuple[Any, ...]:
         mig = sub_mapping(current, "mig")
     table = get(HOST_TABLE_KEY)
     gis = get("gpu_instances") or mig.get("gpu_instances") or ()
-    key: list[Any] = [get("model"), get("name"), get("pci_device_id"), table,
-                      get("memory_total_mib") if table else None,
-                      mig.get("supported"), mig.get("current"), mig.get("pending"), len(gis)]
+    # an absent key reads as ... (which no JSON or YAML value is): the planner reads some with a default (a GI's id
+    # as -1, its start as 0), so an absent one and a None are not the same state
+    key: list[Any] = [get("model", ...), get("name", ...), get("pci_device_id", ...), table,
+                      get("memory_total_mib", ...) if table else None,
+                      mig.get("supported", ...), mig.get("current", ...), mig.get("pending", ...), len(gis)]
     for gi in gis:  # flat: each GI's six values and its CI count, then six values per CI
         cis = gi.get("compute_instances") or ()
         try:  # gpu_facts' own dicts have all but profile: subscripts, the fast way to read them
             if type(gi) is not dict:  # a subclass's __missing__ would answer for an absent key
                 raise KeyError
-            key += (gi["id"], gi["profile_id"], gi.get("profile"), gi["profile_name"], gi["start"], gi["size"],
+            key += (gi["id"], gi["profile_id"], gi.get("profile", ...), gi["profile_name"], gi["start"], gi["size"],
                     len(cis))
         except KeyError:
-            key += (gi.get("id"), gi.get("profile_id"), gi.get("profile"), gi.get("profile_name"), gi.get("start"),
-                    gi.get("size"), len(cis))
+            key += (gi.get("id", ...), gi.get("profile_id", ...), gi.get("profile", ...), gi.get("profile_name", ...),
+                    gi.get("start", ...), gi.get("size", ...), len(cis))
         for ci in cis:
             try:
                 if type(ci) is not dict:
                     raise KeyError
-                key += (ci["id"], ci["profile_id"], ci.get("profile"), ci["name"], ci["slices"], ci["size"])
+                key += (ci["id"], ci["profile_id"], ci.get("profile", ...), ci["name"], ci["slices"], ci["size"])
             except KeyError:
-                key += (ci.get("id"), ci.get("profile_id"), ci.get("profile"), ci.get("name"), ci.get("slices"),
-                        ci.get("size"))
+                key += (ci.get("id", ...), ci.get("profile_id", ...), ci.get("profile", ...), ci.get("name", ...),
+                        ci.get("slices", ...), ci.get("size", ...))
     return tuple(key)
 
 
