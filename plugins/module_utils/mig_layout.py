@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import marshal
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_entries import (  # noqa: F401 (re-exported)
     ENTRY_KEYS,
@@ -556,36 +556,26 @@ def _input_key(data: Any) -> str | bytes | None:
 # A fleet's hosts repeat the same layouts and the same GPU descriptions in new combinations: parsed layouts and GPU
 # descriptions by their marshal (never a refusal, whose message names its input). Both are only read once made.
 _PARSED: dict[bytes | str, list[LayoutEntry]] = {}
+_T = TypeVar("_T")
 _GPU_INFOS: dict[bytes | str, GpuInfo] = {}
 
 
-def _parsed(entries: Any) -> list[LayoutEntry]:
-    key = _input_key(entries)
-    known = _PARSED.get(key) if key is not None else None
+def _kept(cache: dict[bytes | str, _T], data: Any, make: Callable[[Any], _T]) -> _T:
+    """``make(data)``, kept in ``cache`` by data's marshal; a refusal (``make`` raises) is not kept."""
+    key = _input_key(data)
+    known = cache.get(key) if key is not None else None
     if known is None:
-        known = parse_entries(entries)
+        known = make(data)
         if key is not None:
-            if len(_PARSED) >= _VALIDATED_MAX:
-                _PARSED.clear()
-            _PARSED[key] = known
-    return known
-
-
-def _gpu_info_cached(raw: Mapping[str, Any]) -> GpuInfo:
-    key = _input_key(raw)
-    known = _GPU_INFOS.get(key) if key is not None else None
-    if known is None:
-        known = gpu_info(raw)
-        if key is not None:
-            if len(_GPU_INFOS) >= _VALIDATED_MAX:
-                _GPU_INFOS.clear()
-            _GPU_INFOS[key] = known
+            if len(cache) >= _VALIDATED_MAX:
+                cache.clear()
+            cache[key] = known
     return known
 
 
 def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, absent: Sequence[int]
               ) -> list[GpuConfig]:
-    parsed = _parsed(entries)
+    parsed = _kept(_PARSED, entries, parse_entries)
     problems: list[str] = []
     infos = []
     if not isinstance(gpus, (list, tuple)):
@@ -597,7 +587,7 @@ def _validate(entries: Any, gpus: Sequence[Mapping[str, Any]], unmatched: str, a
                             "pci_device_id")
             continue
         try:
-            info = _gpu_info_cached(raw)
+            info = _kept(_GPU_INFOS, raw, gpu_info)
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(f"GPU {_short(raw)}: cannot read its description ({exc}); need index, model or name, "
                             "pci_device_id")
