@@ -86,7 +86,7 @@ def mig_plan(current: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str
         plans = plan(current, desired)
     except LayoutError as exc:
         raise AnsibleFilterError(f"mig_plan: {exc}") from exc
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
         # The planner reads what gpu_facts and mig_validate produce; anything else is named, not a traceback.
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise AnsibleFilterError("mig_plan: the GPUs are not in the form gpu_facts (current) and mig_validate "

@@ -322,7 +322,17 @@ def _plan_key(current: Mapping[str, Any], config: GpuConfig | None) -> tuple[str
 
 def plan_gpu(current: Mapping[str, Any], desired: GpuConfig | Mapping[str, Any] | None) -> GpuPlan:
     """Plan one GPU; ``desired`` None means the layout does not manage it."""
-    return _plan_cached(current, int(current["index"]), None if desired is None else GpuConfig.from_dict(desired))
+    return _plan_cached(current, _gpu_index(current), None if desired is None else GpuConfig.from_dict(desired))
+
+
+def _gpu_index(gpu: Mapping[str, Any]) -> int:
+    """The GPU's index as an int (gpu_facts gives one; an inventory may give "3"); anything else is refused."""
+    value = gpu["index"]
+    try:
+        return int(value)
+    except (OverflowError, ValueError, TypeError):  # inf, "x", None
+        raise LayoutError([f"GPU index {value!r} is not a GPU index (an integer >= 0); give each GPU the index "
+                           "gpu_facts reports"]) from None
 
 
 def _plan_cached(current: Mapping[str, Any], index: int, config: GpuConfig | None) -> GpuPlan:
@@ -395,7 +405,7 @@ def plan(current: Sequence[Mapping[str, Any]], desired: Sequence[GpuConfig | Map
     for item in desired:
         config = GpuConfig.from_dict(item)
         by_index[config.index] = config
-    indexed = sorted(((int(gpu["index"]), n, gpu) for n, gpu in enumerate(current)), key=lambda item: item[:2])
+    indexed = sorted(((_gpu_index(gpu), n, gpu) for n, gpu in enumerate(current)), key=lambda item: item[:2])
     missing = sorted(set(by_index).difference(index for index, _, _ in indexed))
     if missing:
         have = ", ".join(str(r) for r in sorted({index for index, _, _ in indexed})) or "none"

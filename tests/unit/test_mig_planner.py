@@ -247,3 +247,10 @@ def test_summarize() -> None:
         "  - create compute instance 3g.40gb on the new 3g.40gb at 4",
         "GPU 1 (A100-SXM4-80GB): no change",
     ])
+
+
+@pytest.mark.parametrize("index", [float("inf"), float("nan"), "x", None])
+def test_a_gpu_index_that_is_no_integer_is_refused_by_name(index: object) -> None:
+    """Found by the filter fuzz: an infinite index raised OverflowError, which no caller expects."""
+    with pytest.raises(ml.LayoutError, match=r"GPU index .* is not a GPU index \(an integer >= 0\)"):
+        mpl.plan([{"index": index, "model": "A30", "mig": {"supported": True, "current": False, "pending": False}}], [])
