@@ -7,7 +7,6 @@ no JSON fails the test with the tail of its output, never passes as "no failures
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,14 +22,6 @@ from gpufleet_lab.podman import project_root
 ROOT = project_root()
 
 
-def lab_hosts() -> Any:
-    """molecule/_shared/lab_hosts.py as a module (its prepared baseline images: ``ensure_baselines``)."""
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 
 

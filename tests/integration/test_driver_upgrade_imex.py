@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _lab_play import failed_messages, lab_hosts, run_playbook
+from _lab_play import failed_messages, run_playbook
 from _lab_play import results as all_results
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.loader import lab_hosts
 from gpufleet_lab.podman import containers_conf, project_root
 from gpufleet_sim.repo import key_fingerprint
 

@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lab_play import ansible_env, lab_hosts, parse
+from _lab_play import ansible_env, parse
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.loader import lab_hosts
 from gpufleet_lab.podman import containers_conf, project_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lab_play import lab_hosts
 
 from gpufleet_lab import reposerver, slurm
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostError, HostSpec, exec_in, start_hosts, stop_hosts
+from gpufleet_lab.loader import lab_hosts
 from gpufleet_lab.podman import MOLECULE_OWNER, containers_conf, project_root
 from gpufleet_sim.repo import key_fingerprint
 

@@ -6,11 +6,12 @@ The scenarios run in the background from the end of collection on, side by side 
 
 from __future__ import annotations
 
-import importlib.util
 from concurrent.futures import Future
 
 import pytest
 import yaml
+
+from gpufleet_lab.loader import lab_hosts as load_lab_hosts
 
 from .conftest import LOOPBACK_BLOCK, ROOT, SCENARIOS, Outcome, first_loopback
 
@@ -26,11 +27,7 @@ def test_scenario(scenario: str, scenario_runs: dict[str, Future[Outcome]]) -> N
 
 def test_each_scenario_fits_its_loopback_block_below_the_baseline_builders() -> None:
     """Every scenario's hosts fit its block of loopback numbers, and the last block ends below the image builders'."""
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    lab_hosts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lab_hosts)
+    lab_hosts = load_lab_hosts()
     for scenario in SCENARIOS:
         platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
         assert len(platforms) <= LOOPBACK_BLOCK, f"{scenario} has {len(platforms)} hosts, more than a block"

@@ -6,9 +6,7 @@ Expected types are the names Slurm 22.05's NVML plugin printed for the simulated
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -16,19 +14,12 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpufleet_lab.loader import load_file
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("slurm_gres_filters", ROOT / "plugins" / "filter" / "slurm_gres.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sg = _load()
+sg = load_file("slurm_gres_filters", ROOT / "plugins" / "filter" / "slurm_gres.py")
 MINORS = "config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n" \
          "gpu0/gi9/access 84\ngpu0/gi9/ci0/access 85\ngpu0/gi10/access 93\ngpu0/gi10/ci0/access 94\n"
 

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 
 from gpufleet_lab.image import prepared_image, tree_digest
+from gpufleet_lab.loader import lab_hosts as load_lab_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _lab_hosts():
-    spec = importlib.util.spec_from_file_location("lab_hosts", ROOT / "molecule" / "_shared" / "lab_hosts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tree(base: Path) -> Path:
@@ -73,7 +64,7 @@ def test_image_tag() -> None:
      "unknown baseline plain-999: use one of nvswitch-550, nvswitch-570, plain-550, plain-570"),
 ])
 def test_platforms_refused_before_any_host_starts(platform: dict, message: str, monkeypatch) -> None:
-    lab_hosts = _lab_hosts()
+    lab_hosts = load_lab_hosts()
     started: list[object] = []
     monkeypatch.setattr(lab_hosts.hosts_mod, "start_hosts", lambda *a, **k: started.append(a))
     with pytest.raises(lab_hosts.LabHostsError) as err:
