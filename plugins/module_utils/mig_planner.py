@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, TypeAlias
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_gpus import sub_mapping
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_host import HOST_TABLE_KEY, model_for
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_layout import (
     GiSpec,
     GpuConfig,
     LayoutError,
     find_packing,
-    sub_mapping,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_profiles import (
     CI_ENUM_BY_SLICES,

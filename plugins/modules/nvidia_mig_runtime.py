@@ -12,7 +12,7 @@ short_description: Install the collection's MIG module_utils for gpufleet-mig-ap
 version_added: "0.1.0"
 description:
   - Writes the module_utils that the C(gpufleet.nvidia.nvidia_mig) module runs (C(mig_apply), C(mig_layout),
-    C(mig_planner), C(mig_parted), C(mig_profiles), C(mig_types), C(mig_entries), C(mig_host), C(mig_read),
+    C(mig_planner), C(mig_parted), C(mig_profiles), C(mig_types), C(mig_entries), C(mig_gpus), C(mig_host), C(mig_read),
     C(nvml)), and C(command) (the C locale of its commands), under
     O(lib_dir)C(/ansible_collections/gpufleet/nvidia/plugins/module_utils/), where the C(gpufleet-mig-apply)
     entry point of the C(gpufleet.nvidia.nvidia_mig) role imports them.
@@ -64,7 +64,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import command, mi
 
 PACKAGE = "ansible_collections.gpufleet.nvidia.plugins.module_utils"
 FILES = ("command.py", "nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py",
-         "mig_profiles.py", "mig_entries.py", "mig_host.py", "mig_read.py", "mig_types.py")
+         "mig_profiles.py", "mig_entries.py", "mig_gpus.py", "mig_host.py", "mig_read.py", "mig_types.py")
 
 
 def sources() -> dict[str, bytes]:

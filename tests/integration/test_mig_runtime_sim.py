@@ -11,7 +11,7 @@ from _mig_sim import ROOT, new_state, run_module, sim_lib_dir
 
 #: what the boot entry point imports: the MIG code and command.py (the C locale of its commands)
 NAMES = ["command.py", "nvml.py", "mig_apply.py", "mig_layout.py", "mig_planner.py", "mig_parted.py",
-         "mig_profiles.py", "mig_entries.py", "mig_host.py", "mig_read.py",
+         "mig_profiles.py", "mig_entries.py", "mig_gpus.py", "mig_host.py", "mig_read.py",
          "mig_types.py"]
 
 
