@@ -95,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
     mc.add_argument("action", choices=["connect", "disconnect"])
     mc.add_argument("--pid", type=int, default=os.getppid())
     mc.add_argument("--uid", type=int, default=os.getuid())
+    fi = sub.add_parser("fidelity", help="compare a real NVML getter dump with the simulator, call by call")
+    fi.add_argument("--getters", type=Path, required=True, help="a real nvml_getters_dump.py output (.jsonl)")
+    fi.add_argument("--preset", required=True, help="the preset of the simulated host to compare with")
+    fi.add_argument("--without-nvlink", action="store_true", help="leave out NVLink and topology calls")
+    fi.add_argument("--allow", type=Path, help="allow-list of remaining disagreements: exit 1 on a new or stale one")
+    fi.add_argument("--lib", type=Path, help="a built libnvidia-ml.so.1 (default: build one for the dump's driver)")
+    fi.add_argument("--out", type=Path, default=Path("build"), help="build folder for that library")
     return p
 
 
@@ -253,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_fault(args)
         if args.command == "reset":
             return cmd_reset(args.gpu, args.state)
+        if args.command == "fidelity":
+            from . import fidelity
+
+            return fidelity.main(args.getters, args.preset, without_nvlink=args.without_nvlink, allow=args.allow,
+                                 lib=args.lib, build_dir=args.out)
         if args.command == "process":
             if args.action == "add":
                 hardware.add_process(args.gpu, args.pid, args.name, args.used_mib, args.gi, args.ci, args.state)
