@@ -109,18 +109,21 @@ MODELS: tuple[GpuModel, ...] = (
         ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 81152, (0,)),
     ], sources=("MIG User Guide: H100 MIG Profiles", "two nvidia-smi mig -lgip/-lgipp transcripts, H100 80GB"),
        inferred=("total MiB",)),
-    # MIG User Guide "H200 MIG Profiles"; ids 19/20/15/14/9/5/0 in mig-parted #120's `-lgip`; placements presumed
-    # equal to H100 (INFERRED); MiB other than 1g.18gb approximations that reproduce the names (INFERRED).
+    # MIG User Guide "H200 MIG Profiles"; ids, counts, MiB and placements from a real H200 SXM 141GB, driver
+    # 580.159.04 (tests/data/ground-truth/h200-sxm-passthrough-r580, 2026-11-28: nvidia-smi/mig_lgip.txt,
+    # mig_lgipp.txt, nvmlDeviceGetGpuInstanceProfileInfo in nvml/getters-nvidia-ml-py-13.615.71.jsonl; total MiB
+    # from its nvmlDeviceGetMemoryInfo). Other drivers list other MiB for the same names (3g.71gb 69.50 GiB in
+    # mig-parted #120, 69.75 GiB on 580.159.04): planning on a host uses the host's own table.
     _model("H200-141GB", (0x233510DE,), ("NVIDIA H200",), ("H200", "H200-SXM5-141GB"), 143771, False, [
         ("1g.18gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 16384, _ALL_1G),
         ("1g.18gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 16384, _ALL_1G),
-        ("1g.35gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 32768, _EVEN),
-        ("2g.35gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 32768, (0, 2, 4)),
-        ("3g.71gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 65536, (0, 4)),
-        ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 65536, (0,)),
-        ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 131072, (0,)),
-    ], sources=("MIG User Guide: H200 MIG Profiles", "nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (ids)"),
-       inferred=("placements (H100's)", "MiB other than 1g.18gb", "total MiB")),
+        ("1g.35gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 33280, _EVEN),
+        ("2g.35gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 33280, (0, 2, 4)),
+        ("3g.71gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 71424, (0, 4)),
+        ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 71424, (0,)),
+        ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 143360, (0,)),
+    ], sources=("MIG User Guide: H200 MIG Profiles", "nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (ids)",
+                "nvidia-smi mig -lgip/-lgipp and NVML on a real H200 SXM, driver 580.159.04 (MiB, placements)")),
     # ---- the catalogue for the boards operators buy now (issue 15). Each row cites its sources; INFERRED marks
     # what no source states. "gpu-operator 0400" = NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml
     # (copy and commit in tests/data/gpu-operator/SOURCE.md), which lists the PCI ids of each group of boards

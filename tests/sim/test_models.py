@@ -50,16 +50,16 @@ REFERENCE: dict[str, list[Row]] = {
         ("4g.40gb", 3, 5, 1, 4, 64, "39.50", 4, 4, 4, None, [0], 4),
         ("7g.80gb", 4, 0, 1, 7, 132, "79.25", 8, 7, 7, 1, [0], 8),
     ],
-    # H200: names, counts and copy engines from Table 8, 1g memory and SMs from an lgip line; profile ids and
-    # placements are presumed equal to H100's (the research marks them UNVERIFIED).
+    # H200: every column from a real H200 SXM 141GB, driver 580.159.04 (tests/data/ground-truth/
+    # h200-sxm-passthrough-r580/nvidia-smi/mig_lgip.txt and mig_lgipp.txt, 2026-11-28).
     "H200-141GB": [
-        ("1g.18gb", 0, 19, 7, 1, 16, "16.00", 1, None, None, None, EIGHT, 1),
-        ("1g.18gb+me", 7, 20, 1, 1, None, None, 1, None, None, None, EIGHT, 1),
-        ("1g.35gb", 9, 15, 4, 1, None, None, 1, None, None, None, [0, 2, 4, 6], 2),
-        ("2g.35gb", 1, 14, 3, 2, None, None, 2, None, None, None, [0, 2, 4], 2),
-        ("3g.71gb", 2, 9, 2, 3, None, None, 3, None, None, None, [0, 4], 4),
-        ("4g.71gb", 3, 5, 1, 4, None, None, 4, None, None, None, [0], 4),
-        ("7g.141gb", 4, 0, 1, 7, None, None, 8, None, None, None, [0], 8),
+        ("1g.18gb", 0, 19, 7, 1, 16, "16.00", 1, 1, 1, 0, EIGHT, 1),
+        ("1g.18gb+me", 7, 20, 1, 1, 16, "16.00", 1, 1, 1, 1, EIGHT, 1),
+        ("1g.35gb", 9, 15, 4, 1, 26, "32.50", 1, 1, 1, 0, [0, 2, 4, 6], 2),
+        ("2g.35gb", 1, 14, 3, 2, 32, "32.50", 2, 2, 2, 0, [0, 2, 4], 2),
+        ("3g.71gb", 2, 9, 2, 3, 60, "69.75", 3, 3, 3, 0, [0, 4], 4),
+        ("4g.71gb", 3, 5, 1, 4, 64, "69.75", 4, 4, 4, 0, [0], 4),
+        ("7g.141gb", 4, 0, 1, 7, 132, "140.00", 8, 7, 7, 1, [0], 8),
     ],
     "A30-24GB": [
         ("1g.6gb", 0, 14, 4, 1, 14, "5.81", 1, 0, 0, 0, [0, 1, 2, 3], 1),
