@@ -95,8 +95,10 @@ def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) 
 @pytest.mark.parametrize(("preset", "fabric_manager", "expected"), [
     ("8xH100-NVSwitch", False, [0, 1, 27]),   # registered with no fabric manager yet: NOT_STARTED, NOT_READY
     ("8xH100-NVSwitch", True, [0, 3, 0]),     # fabric manager running: COMPLETED, SUCCESS
-    ("8xA100", True, [3, None, None]),        # Ampere: GPU fabric info is "for Hopper or newer" (NVML reference)
-    ("1xH200", False, [3, None, None]),       # no NVSwitch: no GPU fabric
+    ("8xA100", True, [3, None, None]),        # Ampere: GPU fabric info is "for Hopper or newer" (NVML reference;
+                                              # INFERRED: no transcript of the call before Hopper)
+    ("1xH200", False, [0, 0, 0]),             # no NVSwitch: success, state NOT_SUPPORTED (the real H200, r580)
+    ("4xGB200", False, [0, 3, 0]),            # a multi-node NVL72 tray: its switches are managed in other trays
 ])
 def test_gpu_fabric_info(nvml_sim: Callable[..., Any], preset: str, fabric_manager: bool,
                          expected: list[int | None]) -> None:

@@ -32,10 +32,15 @@ class Preset:
     # NVLink bridges join the GPUs in pairs (0-1, 2-3, ...): each GPU's "nvlink.peers" names its partner. Without
     # it, every GPU with NVLinks reaches every other one (NVSwitches, or a full mesh such as HGX A100's).
     nvlink_bridged_pairs: bool = False
+    # A compute tray of a multi-node NVLink domain (GB200/GB300 NVL72): its NVSwitches and their fabric management
+    # sit in other trays; the state's "fabric": {"multinode": true} gives its GPUs a fabric with a clique and a
+    # cluster UUID (nvmlsim_fabric.c). Single-node NVSwitch systems complete with clique 0 and a zero cluster UUID.
+    fabric_multinode: bool = False
 
 
 PRESETS: dict[str, Preset] = {
-    "8xH100-NVSwitch": Preset("H100-SXM5-80GB", 8, "HGX H100 8-GPU: 8x H100 SXM5 80GB on 4 NVSwitches", 4),
+    "8xH100-NVSwitch": Preset("H100-SXM5-80GB", 8, "HGX H100 8-GPU: 8x H100 SXM5 80GB on 4 NVSwitches (one node: "
+                              "the fabric completes with clique 0 and a zero cluster UUID)", 4),
     "8xA100": Preset("A100-SXM4-80GB", 8, "HGX A100 8-GPU: 8x A100 SXM4 80GB"),
     "4xA30": Preset("A30-24GB", 4, "PCIe server with 4x A30 24GB", nvlink_bridged_pairs=True),
     "2xL40S": Preset("L40S", 2, "PCIe server with 2x L40S (no MIG)"),
@@ -43,8 +48,10 @@ PRESETS: dict[str, Preset] = {
     "2xA100-40GB": Preset("A100-SXM4-40GB", 2, "2x A100 SXM4 40GB"),
     "1xT4": Preset("T4", 1, "inference node with one T4 (no MIG, Turing)"),
     # issue 15: the MIG boards operators buy now (model files cite their sources and mark what is inferred)
-    "8xB200-NVSwitch": Preset("B200-180GB", 8, "HGX B200 8-GPU: 8x B200 180GB on 2 NVLink 5 switch chips", 2),
-    "4xGB200": Preset("GB200-186GB", 4, "one GB200 NVL72 compute tray: 4x GB200 (NVLink switches sit in other trays)"),
+    "8xB200-NVSwitch": Preset("B200-180GB", 8, "HGX B200 8-GPU: 8x B200 180GB on 2 NVLink 5 switch chips (one "
+                              "node: the fabric completes with clique 0 and a zero cluster UUID)", 2),
+    "4xGB200": Preset("GB200-186GB", 4, "one GB200 NVL72 compute tray: 4x GB200 (NVLink switches sit in other trays; "
+                      "a multi-node fabric with a clique and a cluster UUID)", fabric_multinode=True),
     "1xGH200": Preset("GH200-96GB", 1, "one GH200 Grace Hopper superchip (H100 96GB)"),
     "2xH100-NVL": Preset("H100-NVL-94GB", 2, "PCIe server with an H100 NVL pair (94GB each)",
                          nvlink_bridged_pairs=True),
@@ -209,6 +216,8 @@ def build_state(preset: str, host_seed: str) -> dict[str, Any]:
     }
     if spec.nvswitch_count:
         doc["nvswitch"] = {"count": spec.nvswitch_count, "fabric_manager_required": True}
+    if spec.fabric_multinode:
+        doc["fabric"] = {"multinode": True}
     if spec.nvlink_bridged_pairs:
         for gpu in doc["gpus"]:
             partner = gpu["index"] ^ 1

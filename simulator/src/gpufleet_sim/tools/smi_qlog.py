@@ -28,7 +28,9 @@ BRANDS = {0: "Unknown", 1: "Quadro", 2: "Tesla", 3: "NVS", 4: "Grid", 5: "GeForc
 VIRTUALIZATION = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
 # the lines 535 reads through export-table slots (Uninitialized on the simulator)
 EXPORT_TABLE = NA
-FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+# nvml.h fabric states; NOT_SUPPORTED (0, a GPU without a fabric) prints N/A: NVIDIA's 535 on the simulator and 580 on
+# the real H200 passed through to a VM (ground truth h200-sxm-passthrough-r580/nvidia-smi/q.txt: "State : N/A")
+FABRIC_STATES = {0: NA, 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 
 def line(level: int, key: str, value: Any = None) -> str:
