@@ -85,7 +85,7 @@ def test_single_node_fabric_follows_the_fabric_software(nvml_sim: Callable[..., 
     assert r["bad_version"] == VERSION_MISMATCH
 
 
-@pytest.mark.parametrize("preset", ["1xH200", "2xH100-PCIe", "2xH200-NVL", "1xGH200",
+@pytest.mark.parametrize("preset", ["1xH200-passthrough", "1xH200", "2xH100-PCIe", "2xH200-NVL", "1xGH200",
                                     "4xRTX-PRO-6000"])
 def test_hopper_and_newer_without_a_fabric_answer_success_with_state_not_supported(
         nvml_sim: Callable[..., Any], preset: str) -> None:

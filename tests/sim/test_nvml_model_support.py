@@ -37,7 +37,13 @@ DOCUMENTED = {
     "1xA100-80GB-PCIe": (OK, OK, NOT_SUPPORTED, OK),
     "1xA100-40GB-PCIe": (OK, OK, NOT_SUPPORTED, OK),
     "4xRTX-PRO-6000": (OK, OK, NOT_SUPPORTED, NOT_SUPPORTED),
+    # the real H200 passed through to a VM (ground truth h200-sxm-passthrough-r580, driver 580.159.04): MIG mode and
+    # remapped rows OK, retired pages and every NvLink getter NOT_SUPPORTED (no NVLink exposed in the VM)
+    "1xH200-passthrough": (OK, OK, NOT_SUPPORTED, NOT_SUPPORTED),
 }
+# nvmlDeviceGetVirtualizationMode: 0 NONE (bare metal) unless listed; 1 PASSTHROUGH is what the real H200 in a VM
+# answers (ground truth h200-sxm-passthrough-r580)
+VIRTUALIZATION = {"1xH200-passthrough": 1}
 
 
 def test_every_preset_has_its_documented_support() -> None:
@@ -62,7 +68,7 @@ def test_model_dependent_support(nvml_sim: Callable[..., Any], preset: str) -> N
     """)
     mig, remap, retire, nvlink = DOCUMENTED[preset]
     assert r == {"fan": NOT_SUPPORTED, "mig": mig, "remap": remap, "retire": retire, "nvlink": nvlink,
-                 "display": [0, 0], "virtualization": 0}
+                 "display": [0, 0], "virtualization": VIRTUALIZATION.get(preset, 0)}
 
 
 def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) -> None:
@@ -98,6 +104,7 @@ def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) 
     ("8xA100", True, [3, None, None]),        # Ampere: GPU fabric info is "for Hopper or newer" (NVML reference;
                                               # INFERRED: no transcript of the call before Hopper)
     ("1xH200", False, [0, 0, 0]),             # no NVSwitch: success, state NOT_SUPPORTED (the real H200, r580)
+    ("1xH200-passthrough", False, [0, 0, 0]),
     ("4xGB200", False, [0, 3, 0]),            # a multi-node NVL72 tray: its switches are managed in other trays
 ])
 def test_gpu_fabric_info(nvml_sim: Callable[..., Any], preset: str, fabric_manager: bool,

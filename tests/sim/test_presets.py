@@ -31,6 +31,7 @@ EXPECTED = [  # preset, GPU count, model, NVSwitch count
     ("2xH100-PCIe", 2, "H100-PCIE-80GB", 0),
     ("1xGH200-144GB", 1, "GH200-144GB", 0),
     ("2xH200-NVL", 2, "H200-NVL-141GB", 0),
+    ("1xH200-passthrough", 1, "H200-141GB", 0),
 ]
 
 
@@ -61,7 +62,8 @@ def test_preset_document(preset: str, count: int, model_name: str, nvswitches: i
         assert (gpu["mig"]["current"], gpu["mig"]["pending"], gpu["mig"]["gpu_instances"]) == (0, 0, [])
         assert gpu["mig"]["gi_profiles"] == model["mig"]["gi_profiles"]
         assert gpu["mig"]["ci_profiles"] == model["mig"]["ci_profiles"]
-        assert len(gpu["nvlink"]["links"]) == model["nvlink"]["links"]
+        if preset != "1xH200-passthrough":  # no NVLink exposed in the VM: test_passthrough_preset
+            assert len(gpu["nvlink"]["links"]) == model["nvlink"]["links"]
         assert (gpu["processes"], gpu["events"], gpu["inject"]) == ([], [], {})
     assert json.loads(json.dumps(doc)) == doc
 
@@ -82,7 +84,7 @@ def test_unknown_preset_message() -> None:
     assert str(info.value) == ("unknown preset '16xB200'; known presets: 8xH100-NVSwitch, 8xA100, 4xA30, 2xL40S, "
                                "1xH200, 2xA100-40GB, 1xT4, 8xB200-NVSwitch, 4xGB200, 1xGH200, 2xH100-NVL, "
                                "1xA100-80GB-PCIe, 4xRTX-PRO-6000, 1xA100-40GB-PCIe, 2xH100-PCIe, 1xGH200-144GB, "
-                               "2xH200-NVL")
+                               "2xH200-NVL, 1xH200-passthrough")
 
 
 def test_mig_device_uuid_is_uuid5_of_the_gpu_uuid() -> None:
@@ -102,3 +104,33 @@ BAR1_TOTAL_MIB = {"8xH100-NVSwitch": 131072, "8xA100": 131072, "4xA30": 32768, "
 def test_presets_write_bar1(preset: str) -> None:
     gpus = build_state(preset, "host-a")["gpus"]
     assert [g["bar1"] for g in gpus] == [{"total_mib": BAR1_TOTAL_MIB[preset], "used_mib": 1}] * len(gpus)
+
+
+# Host-level fabric and per-GPU virtualization keys (docs/simulator.md, "Fabric identity and virtualization")
+HOST_KIND = {  # preset -> ("fabric" key of the document or None, every GPU's virtualization_mode)
+    "4xGB200": ({"multinode": True}, 0),             # an NVL72 compute tray: clique and cluster UUID (GB200__xml__1)
+    "8xH100-NVSwitch": (None, 0),                     # one node: clique 0, zero UUID (H100_SXM_HGX__xml__1)
+    "8xB200-NVSwitch": (None, 0),
+    "1xH200": (None, 0),
+    "1xH200-passthrough": (None, 1),                  # the ground-truth H200: Pass-Through
+}
+
+
+@pytest.mark.parametrize("preset", list(HOST_KIND))
+def test_presets_say_what_host_they_are(preset: str) -> None:
+    fabric, mode = HOST_KIND[preset]
+    doc = build_state(preset, "host-a")
+    assert doc.get("fabric") == fabric
+    assert [g["virtualization_mode"] for g in doc["gpus"]] == [mode] * len(doc["gpus"])
+
+
+def test_passthrough_preset_is_the_ground_truth_machine() -> None:
+    # /work/shared/ground-truth/h200-sxm-passthrough-r580: one H200 SXM in a VM, no NVLink, no NVSwitch
+    doc = build_state("1xH200-passthrough", "vm")
+    (gpu,) = doc["gpus"]
+    assert (gpu["model"], gpu["virtualization_mode"], gpu["nvlink"]["links"]) == ("H200-141GB", 1, [])
+    assert "nvswitch" not in doc
+    assert "fabric" not in doc
+    bare = build_state("1xH200", "vm")["gpus"][0]
+    assert {k: v for k, v in gpu.items() if k not in ("nvlink", "virtualization_mode")} == {
+        k: v for k, v in bare.items() if k not in ("nvlink", "virtualization_mode")}

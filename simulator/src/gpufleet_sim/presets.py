@@ -36,6 +36,11 @@ class Preset:
     # sit in other trays; the state's "fabric": {"multinode": true} gives its GPUs a fabric with a clique and a
     # cluster UUID (nvmlsim_fabric.c). Single-node NVSwitch systems complete with clique 0 and a zero cluster UUID.
     fabric_multinode: bool = False
+    # nvml.h nvmlGpuVirtualizationMode_t of every GPU ("virtualization_mode"): 0 bare metal, 1 passed through to a VM
+    virtualization_mode: int = 0
+    # False: the host sees none of the board's NVLinks ("nvlink.links" []), as a one-GPU VM (the real H200 passed
+    # through answers NVML_ERROR_NOT_SUPPORTED to every NvLink getter)
+    nvlinks_visible: bool = True
 
 
 PRESETS: dict[str, Preset] = {
@@ -61,6 +66,10 @@ PRESETS: dict[str, Preset] = {
     "2xH100-PCIe": Preset("H100-PCIE-80GB", 2, "PCIe server with 2x H100 PCIe 80GB", nvlink_bridged_pairs=True),
     "1xGH200-144GB": Preset("GH200-144GB", 1, "one GH200 Grace Hopper superchip with 144GB HBM3e"),
     "2xH200-NVL": Preset("H200-NVL-141GB", 2, "PCIe server with an H200 NVL pair", nvlink_bridged_pairs=True),
+    # the ground-truth machine (/work/shared/ground-truth/h200-sxm-passthrough-r580): one H200 SXM passed through to
+    # a VM, virtualization mode 1, no NVLink exposed, no NVSwitch, fabric answered with state Not Supported
+    "1xH200-passthrough": Preset("H200-141GB", 1, "one H200 141GB passed through to a VM (Pass-Through, no NVLink "
+                                 "exposed, fabric Not Supported)", virtualization_mode=1, nvlinks_visible=False),
 }
 
 
@@ -218,6 +227,10 @@ def build_state(preset: str, host_seed: str) -> dict[str, Any]:
         doc["nvswitch"] = {"count": spec.nvswitch_count, "fabric_manager_required": True}
     if spec.fabric_multinode:
         doc["fabric"] = {"multinode": True}
+    for gpu in doc["gpus"]:
+        gpu["virtualization_mode"] = spec.virtualization_mode
+        if not spec.nvlinks_visible:
+            gpu["nvlink"]["links"] = []
     if spec.nvlink_bridged_pairs:
         for gpu in doc["gpus"]:
             partner = gpu["index"] ^ 1

@@ -454,13 +454,15 @@ SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceA
     return NVML_SUCCESS;
 }
 
-/* the simulated hosts are bare metal: NVML_GPU_VIRTUALIZATION_MODE_NONE */
+/* The GPU's "virtualization_mode" (nvml.h nvmlGpuVirtualizationMode_t: 0 NONE, bare metal, the default; 1
+ * PASSTHROUGH, a GPU passed through to a VM; 2 VGPU; 3 HOST_VGPU; 4 HOST_VSGA). The real H200 passed through to a VM
+ * (ground truth h200-sxm-passthrough-r580, driver 580.159.04) answers 1; nvidia-smi prints it "Pass-Through". */
 SIM_API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, unsigned int *pVirtualMode)
 {
     DEV_PROLOGUE(__func__, device, 0);
     if (!pVirtualMode)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *pVirtualMode = 0;
+    *pVirtualMode = (unsigned int)sim_jint(r.g, "virtualization_mode", 0);
     return NVML_SUCCESS;
 }
 
