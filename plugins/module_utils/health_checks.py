@@ -44,6 +44,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import WARN as WARN
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import _not_value, _reading
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import check as check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import (
+    virtualization_mode as virtualization_mode,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import identity as identity
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import worst as worst
 
@@ -299,23 +302,29 @@ def check_remapped_rows(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
                  f"{value['corrected'] + value['uncorrected']} row(s) remapped, none pending")
 
 
-def check_xid(gpu: dict[str, Any], th: dict[str, Any], kernel_error: str | None = None) -> dict:
+def check_xid(gpu: dict[str, Any], th: dict[str, Any], kernel: dict[str, Any] | None = None) -> dict:
     """XID events in the window, judged by NVIDIA's catalogue (:mod:`xid`): the worst entry's level and action.
 
     Repeated events are one entry with a count (``evidence``); ``value`` lists the distinct codes. ``xid_critical``
-    makes codes CRITICAL (reset the GPU) whatever the catalogue says; ``xid_ignore`` drops codes. ``kernel_error``
-    is why the kernel log (the source that reaches back over the window) could not be read: the window is then
-    unknown and the check is UNKNOWN (fails) with that reason, never "no XID event in the window".
+    makes codes CRITICAL (reset the GPU) whatever the catalogue says; ``xid_ignore`` drops codes. ``kernel`` is the
+    kernel log's ``xid_sources`` entry (None when it was not asked for): where no source of it could be read the
+    window is unknown and the check is UNKNOWN (fails) with the reasons, never "no XID event in the window". Where
+    NVML's event wait failed but the kernel log was read, the XIDs it read are judged and the check is at least a
+    WARNING that names the NVML failure.
     """
     critical = {int(x) for x in th["xid_critical"] or []}
     ignore = {int(x) for x in th["xid_ignore"] or []}
     window = th["xid_window_s"]
     limits = {"window_s": window, "critical": sorted(critical), "ignore": sorted(ignore),
               "catalogue": xid.cat.SOURCE["url"]}
-    miss = _not_value("xid", gpu, "xid", limits)
-    if miss:
-        return miss
-    entries = xid.aggregate([e for e in gpu["values"]["xid"] if int(e["code"]) not in ignore])
+    kernel_error = kernel.get("error") if kernel else None
+    kernel_read = kernel is not None and kernel_error is None
+    nvml_error = gpu.get("errors", {}).get("xid")
+    if nvml_error is None or not kernel_read:
+        miss = _not_value("xid", gpu, "xid", limits)
+        if miss:
+            return miss
+    entries = xid.aggregate([e for e in gpu.get("values", {}).get("xid") or [] if int(e["code"]) not in ignore])
     for entry in entries:
         if entry["code"] in critical and entry["level"] != "CRITICAL":
             entry.update(level="CRITICAL", action=xid.worst_action([entry["action"], "reset_gpu"]),
@@ -328,12 +337,20 @@ def check_xid(gpu: dict[str, Any], th: dict[str, Any], kernel_error: str | None 
         seen = f"seen through NVML: {listed}" if entries else "no XID seen through NVML"
         return check("xid", gpu, FAIL, codes, limits,
                      f"the kernel log could not be read ({kernel_error}), so XIDs of the last {window} s are "
-                     f"unknown ({seen}); make journalctl -k readable, or set xid_kernel_log to false to rely on "
+                     f"unknown ({seen}); make the journal, /dev/kmsg or dmesg readable, or set xid_kernel_log to "
+                     "false to rely on "
                      "NVML events of the moment only", level="UNKNOWN", action=action, evidence=entries)
+    where = f" (kernel log: {kernel['read_from']})" if kernel_read and kernel.get("read_from") else ""
+    if nvml_error is not None and level in ("PASS", "INFO"):
+        found = f"{listed} in the last {window} s" if entries else f"no XID in the last {window} s"
+        return check("xid", gpu, WARN, codes, limits,
+                     f"NVML's XID events could not be read ({nvml_error}); the kernel log ({kernel['read_from']}) "
+                     f"shows {found}", action=action, evidence=entries)
     if not entries:
-        return check("xid", gpu, OK, codes, limits, "no XID event in the window", evidence=entries)
+        return check("xid", gpu, OK, codes, limits, f"no XID event in the window{where}", evidence=entries)
     status = {"CRITICAL": FAIL, "WARNING": WARN}.get(level, OK)
-    return check("xid", gpu, status, codes, limits, f"{listed} in the last {window} s (NVIDIA's XID catalogue)",
+    return check("xid", gpu, status, codes, limits,
+                 f"{listed} in the last {window} s (NVIDIA's XID catalogue){where}",
                  level=level, action=action, evidence=entries)
 
 
@@ -468,7 +485,7 @@ def check_mig_layout(gpu: dict[str, Any], expected: dict[str, Any] | None) -> di
 
 
 def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, Any] | None,
-              kernel_error: str | None = None) -> list[dict]:
+              kernel: dict[str, Any] | None = None) -> list[dict]:
     """Run every per-GPU check; a lost GPU gets one ``gpu_lost`` fail and nothing else."""
     if gpu.get("lost"):
         return [check("gpu_lost", gpu, FAIL, True, False,
@@ -482,7 +499,7 @@ def check_gpu(gpu: dict[str, Any], th: dict[str, Any], mig_expected: dict[str, A
         (("ecc_uncorrected_volatile", "ecc_corrected_volatile"), lambda: check_ecc(gpu, th)),
         (("retired_pages",), lambda: check_retired_pages(gpu, th)),
         (("remapped_rows",), lambda: check_remapped_rows(gpu, th)),
-        (("xid",), lambda: check_xid(gpu, th, kernel_error)),
+        (("xid",), lambda: check_xid(gpu, th, kernel)),
         (("pcie_link_width", "pcie_link_gen"), lambda: check_pcie(gpu, th)),
         (("nvlink",), lambda: health_nvlink.check_nvlink(gpu, th)),
         (("fabric",), lambda: health_fabric.check_fabric(gpu, th)),
@@ -509,11 +526,11 @@ def _guarded(names: tuple[str, ...], gpu: dict[str, Any] | None, step: Any) -> l
     return got if isinstance(got, list) else [got]
 
 
-def kernel_log_error(meas: dict[str, Any]) -> str | None:
-    """Why the kernel log could not be read for XIDs (its ``xid_sources`` entry), or None (read, or not asked)."""
+def kernel_log_source(meas: dict[str, Any]) -> dict[str, Any] | None:
+    """The kernel log's ``xid_sources`` entry (which source was read, or why none could be), or None (not asked)."""
     for source in meas.get("xid_sources") or []:
-        if isinstance(source, dict) and source.get("source") == "kernel" and source.get("error"):
-            return str(source["error"])
+        if isinstance(source, dict) and source.get("source") == "kernel":
+            return source
     return None
 
 
@@ -522,13 +539,17 @@ def evaluate_host(meas: dict[str, Any], th: dict[str, Any]) -> list[dict]:
     if meas.get("init_error"):
         return [check("nvml", None, FAIL, None, "NVML initialised", meas["init_error"], level=UNKNOWN)]
     mig_doc = meas.get("mig_expected") or {}
-    kernel_error = kernel_log_error(meas)
+    kernel = kernel_log_source(meas)
+    if th.get("fabric_multinode_expected") is None:  # auto: IMEX configured, or a clique on the host
+        fabrics = [g.get("values", {}).get("fabric") for g in meas.get("gpus", [])]
+        th = dict(th, fabric_multinode_expected=bool(meas.get("imex_configured"))
+                  or health_fabric.multinode([f for f in fabrics if isinstance(f, dict)]))
     out = _guarded(("gpu_count",), None, lambda: check_gpu_count(meas, th))
     out += _guarded(("driver_version",), None, lambda: check_driver_version(meas, th))
     out += _guarded(("fabric_manager",), None, lambda: check_fabric_manager(meas, th))
     out += _guarded(("vbios_consistency",), None, lambda: check_vbios_consistency(meas, th))
     for gpu in meas.get("gpus", []):
-        out += check_gpu(gpu, th, mig_doc.get(str(gpu.get("uuid"))) if mig_doc else None, kernel_error)
+        out += check_gpu(gpu, th, mig_doc.get(str(gpu.get("uuid"))) if mig_doc else None, kernel)
     return out
 
 

@@ -15,6 +15,10 @@ The verdict (:func:`check_nvlink`, pure, levels and actions as in :mod:`health_b
 * an up link slower than the model's speed is a WARNING: the GPU works and NCCL uses the link, at a lower rate
   (a link trained down, or a reduced NVLink bandwidth mode set on purpose); the operator decides;
 * a board without NVLink: not applicable (ok, saying so); a board the table does not know: WARNING, saying so;
+* no NVLink reported on a board that has them: inside a VM (``nvmlDeviceGetVirtualizationMode`` Pass-Through or
+  vGPU) not applicable, saying so - the hypervisor does not expose them to a guest that holds one GPU; on bare
+  metal CRITICAL on NVSwitch boards and WARNING on bridge boards. ``nvlink_expected`` true requires the links
+  wherever the GPU is (CRITICAL without them), false says none are expected;
 * NVML could not read the links or their speed: UNKNOWN (fail closed), never ok.
 """
 
@@ -27,6 +31,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
     FAIL,
     OK,
     UNKNOWN,
+    VIRTUALIZATION,
+    VIRTUALIZATION_GUEST,
     WARN,
     _not_value,
     _reading,
@@ -85,6 +91,27 @@ def _unknown_board(gpu: dict[str, Any], states: list[int]) -> dict:
                  "speed cannot be checked; add the board to plugins/module_utils/nvlink_models.py")
 
 
+def _no_links(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, threshold: Any, expected: bool | None) -> dict:
+    """NVML reports no NVLink on a board that has some: what the host is decides (``expected`` None), or the
+    operator (``nvlink_expected``). A GPU passed through alone to a VM has its NVLinks hidden from the guest (the
+    real H200 in a one-GPU VM on 580.159.04: ``nvmlDeviceGetNvLinkState`` NOT_SUPPORTED, ``nvidia-smi nvlink -s``
+    empty), while a whole HGX passed to one VM lists all 18 (AWS p5, ``H100_SXM_HGX__nvlink_status_partial__1``)."""
+    mode = gpu.get("values", {}).get("virtualization_mode")
+    guest = VIRTUALIZATION_GUEST.get(mode) if isinstance(mode, int) else None
+    value = {"links": 0, "virtualization_mode": VIRTUALIZATION.get(mode, mode)}
+    if expected is False:
+        return _not_applicable(gpu, value, threshold,
+                               f"no NVLink reported on the {spec.model} and none expected (nvlink_expected false)")
+    if expected is None and guest:
+        return _not_applicable(gpu, value, threshold,
+                               f"{guest}: its {spec.links} NVLinks are not exposed to this guest; not applicable "
+                               "(set nvlink_expected to require them)")
+    status = FAIL if expected or spec.wiring == nvlink_models.SWITCH else WARN
+    why = " (nvlink_expected)" if expected else ""
+    return check(NAME, gpu, status, value, threshold,
+                 f"NVML reports no NVLink on a {spec.model}, which has {spec.links}{why}: check the driver")
+
+
 def _speed_verdict(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, states: list[int]
                    ) -> tuple[str, str | None, str | None, dict[int, int]]:
     """``(status, level, message or None, slow links {link: MB/s})`` of the up links' speeds."""
@@ -106,7 +133,7 @@ def _speed_verdict(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, states: 
 
 def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
     """gpu_health's ``nvlink`` check (see the module docstring for the levels; ``th["nvlink_bridges_expected"]``
-    makes a bridge board's missing links a failure)."""
+    makes a bridge board's missing links a failure, ``th["nvlink_expected"]`` says whether links must be there)."""
     bridges_expected = bool(th.get("nvlink_bridges_expected"))
     values = gpu.get("values", {})
     spec = nvlink_models.find(gpu.get("pci_device_id"), values.get("name"))
@@ -125,9 +152,7 @@ def check_nvlink(gpu: dict[str, Any], th: dict[str, Any]) -> dict:
                          "none: check the table (plugins/module_utils/nvlink_models.py)")
         return _not_applicable(gpu, {"links": 0}, threshold, f"the {spec.model} has no NVLink; not applicable")
     if not states:
-        status = FAIL if spec.wiring == nvlink_models.SWITCH else WARN
-        return check(NAME, gpu, status, {"links": 0}, threshold,
-                     f"NVML reports no NVLink on a {spec.model}, which has {spec.links}: check the driver")
+        return _no_links(gpu, spec, threshold, th.get("nvlink_expected"))
     up = sum(1 for s in states if s)
     down = [i for i, s in enumerate(states) if not s]
     value: dict[str, Any] = {"links": len(states), "up": up, "down": down}

@@ -15,15 +15,14 @@ XID events have two sources, merged by :func:`read_host`'s caller (the module):
 * NVML events (:func:`drain_xid_events`): an event set registered in this call for XidCriticalError on every GPU,
   drained with a short wait. NVML only delivers events that occur while the set is registered (the Linux
   driver reports each XID once per set), so this source sees XIDs raised *during* the check, not before it;
-* the kernel log (:func:`parse_kernel_xids`, ``journalctl -k`` in the module): ``NVRM: Xid (PCI:...): N`` lines
-  within the window. This is how the window reaches back in time on a real host.
+* the kernel log (:mod:`kernel_log`: the journal, else ``/dev/kmsg``, else ``dmesg``): ``NVRM: Xid (PCI:...): N``
+  lines within the window. This is how the window reaches back in time on a real host.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import re
 import time
 from typing import Any
 
@@ -41,9 +40,6 @@ MAX_EVENTS = 4096
 CLOCK_EVENT_IDLE = 0x1
 NO_INSTANCE = 0xFFFFFFFF
 FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # nvml.h NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
-_KERNEL_XID = re.compile(
-    r"^(?P<time>\d+(?:\.\d+)?)\s.*NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+)"
-    r"(?:\.[0-9A-Fa-f])?\): (?P<code>\d+)(?:,\s*(?P<text>.*))?$")
 
 
 class GpuLost(Exception):
@@ -52,15 +48,6 @@ class GpuLost(Exception):
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def bus_key(bus_id: str) -> tuple[int, int, int] | None:
-    """Return ``(domain, bus, device)`` of a PCI bus id in NVML (``00000000:18:00.0``) or kernel (``0000:18:00``)
-    spelling, so both compare equal; None when it does not parse."""
-    match = re.match(r"^(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]+):([0-9A-Fa-f]+)(?:\.[0-9A-Fa-f])?$", bus_id.strip())
-    if not match:
-        return None
-    return int(match.group(1) or "0", 16), int(match.group(2), 16), int(match.group(3), 16)
 
 
 class GpuReader:
@@ -195,6 +182,8 @@ class GpuReader:
             self.read("retired_pages", self.retired_pages)
             self.read("remapped_rows", self.remapped_rows)
             self.read("pcie", self.pcie)
+            self.read("virtualization_mode",
+                      lambda: int(self.call("nvmlDeviceGetVirtualizationMode", self.handle)))
             self.read("nvlink", self.nvlink)
             self.read("nvlink_speed",
                       lambda: health_nvlink.read_speeds(self, list(self.doc["values"].get("nvlink") or [])))
@@ -282,21 +271,6 @@ def drain_xid_events(nvml: Any, handles: dict[int, Any], wait_ms: int) -> tuple[
     return found, None
 
 
-def parse_kernel_xids(text: str, since: float) -> list[dict[str, Any]]:
-    """Parse ``journalctl -k -o short-unix`` output: ``[{bus: (domain, bus, device), code, text, time, source}]``
-    for every ``NVRM: Xid`` line at or after ``since`` (a Unix time); ``text`` is what follows the code (the
-    subcode and severity of NVLink5 XIDs 144-150 are in it)."""
-    out = []
-    for line in text.splitlines():
-        match = _KERNEL_XID.match(line.strip())
-        if not match or float(match.group("time")) < since:
-            continue
-        out.append({"bus": bus_key(match.group("pci")), "code": int(match.group("code")),
-                    "text": (match.group("text") or "").strip() or None, "time": float(match.group("time")),
-                    "source": "kernel"})
-    return out
-
-
 def read_host(nvml: Any, want_mig: bool = True, xid_wait_ms: int = 100) -> dict[str, Any]:
     """Read the whole host: driver/CUDA version, GPU count and every GPU (XIDs from NVML events merged in)."""
     meas: dict[str, Any] = {"driver_version": None, "cuda_version": None, "gpu_count": None, "gpus": [],
@@ -322,13 +296,3 @@ def read_host(nvml: Any, want_mig: bool = True, xid_wait_ms: int = 100) -> dict[
         else:
             gpu["values"]["xid"] = events.get(gpu["index"], [])
     return meas
-
-
-def merge_kernel_xids(meas: dict[str, Any], xids: list[dict[str, Any]]) -> None:
-    """Add kernel-log XIDs to the GPU with the same PCI bus id (lines for unknown devices are dropped)."""
-    by_bus = {bus_key(str(g.get("pci_bus_id") or "")): g for g in meas.get("gpus", []) if g.get("pci_bus_id")}
-    for event in xids:
-        gpu = by_bus.get(event["bus"])
-        if gpu is None or gpu.get("lost") or "xid" in gpu.get("errors", {}):
-            continue
-        gpu["values"].setdefault("xid", []).append({k: v for k, v in event.items() if k != "bus"})

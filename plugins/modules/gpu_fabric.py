@@ -13,8 +13,11 @@ version_added: "0.1.0"
 description:
   - Reads C(nvmlDeviceGetGpuFabricInfoV) for every GPU. Hopper and newer GPUs behind NVSwitches register with the
     NVLink fabric; until their state is C(Completed) with status Success, CUDA fails with error 802.
-  - GPUs without a fabric (no NVSwitch, before Hopper) are listed with C(fabric) null and are not counted as
-    incomplete. A fabric that NVML cannot read fails the module (never a pass).
+  - GPUs without a fabric are listed with C(fabric) null and are not counted as incomplete; real drivers answer
+    success with state Not Supported for them (older drivers and pre-Hopper GPUs the error NOT_SUPPORTED).
+  - A single-node NVSwitch system completes with clique id 0 and a zero cluster UUID; only where some GPU of the
+    host has a clique (a multi-node NVLink domain such as GB200 NVL72) are clique 0 and a zero UUID problems.
+  - A fabric that NVML cannot read fails the module (never a pass).
   - Read-only. Needs the NVML Python bindings (run it with C(gpufleet_python)).
 author:
   - gpufleet contributors
@@ -49,7 +52,8 @@ gpus:
     fabric:
       description:
         - C(state) (C(Not Started), C(In Progress), C(Completed)), C(status) (an nvmlReturn_t, 0 is Success),
-          C(clique_id), C(cluster_uuid) and C(health_mask); null where the GPU has no fabric.
+          C(clique_id), C(cluster_uuid), C(health_mask) and C(health_summary) (null where the driver has no v3
+          struct); null where the GPU has no fabric.
       type: dict
     problems: {description: What is wrong with the GPU's fabric (empty when it is complete)., type: list}
 incomplete:
@@ -66,7 +70,7 @@ fabric_gpu_count:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_fabric import fabric_problems, read_fabric
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_fabric import fabric_problems, multinode, read_fabric
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
 
 
@@ -76,14 +80,11 @@ def gather() -> dict[str, Any]:
     with nvml_session() as nvml:
         for index in range(nvml.device_count()):
             identity = nvml.gpu(index)
-            fabric = read_fabric(nvml, index)
-            gpus.append({
-                "index": index,
-                "uuid": identity["uuid"],
-                "pci_bus_id": identity["pci_bus_id"],
-                "fabric": fabric,
-                "problems": fabric_problems(fabric) if fabric is not None else [],
-            })
+            gpus.append({"index": index, "uuid": identity["uuid"], "pci_bus_id": identity["pci_bus_id"],
+                         "fabric": read_fabric(nvml, index)})
+    multi = multinode([g["fabric"] for g in gpus])
+    for gpu in gpus:
+        gpu["problems"] = fabric_problems(gpu["fabric"], multi) if gpu["fabric"] is not None else []
     return {
         "gpus": gpus,
         "incomplete": [f"GPU {g['index']} ({g['pci_bus_id']}): {', '.join(g['problems'])}"

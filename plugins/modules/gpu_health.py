@@ -109,9 +109,21 @@ options:
     default: 100
   xid_kernel_log:
     description:
-      - "Also search the kernel log (C(journalctl -k)) of the last O(xid_window_s) seconds for C(NVRM: Xid) lines."
+      - "Also search the kernel log of the last O(xid_window_s) seconds for C(NVRM: Xid) lines, from the first
+        source of O(xid_kernel_log_sources) that can be read."
     type: bool
     default: true
+  xid_kernel_log_sources:
+    description:
+      - Where the kernel log is read, in order; the first that can be read is used and the report names it
+        (RV(health.xid_sources)). C(journal) - C(journalctl -k), used only when the journal holds this boot's kernel
+        messages (journald in a container answers an empty log); C(kmsg) - C(/dev/kmsg), the kernel's ring buffer;
+        C(dmesg) - the C(dmesg) command.
+      - The XID check is UNKNOWN only when none of them can be read.
+    type: list
+    elements: str
+    choices: [journal, kmsg, dmesg]
+    default: [journal, kmsg, dmesg]
   temperature_fail_c:
     description:
       - Fail at or above this GPU temperature (C); 0 is a limit like any other. Null - the GPU's own slowdown
@@ -146,6 +158,25 @@ options:
         instead of warning. When false, a bridge board with no link up is not applicable (sold and run without).
     type: bool
     default: false
+  nvlink_expected:
+    description:
+      - Whether the GPUs' NVLinks must be visible to this host. Null - decided by what the host is - on bare metal
+        a board that has NVLinks must report them (CRITICAL on NVSwitch boards without any); inside a VM
+        (C(nvmlDeviceGetVirtualizationMode) Pass-Through or vGPU) a GPU whose links the hypervisor does not expose
+        is not applicable. C(true) requires the model's links everywhere (CRITICAL without them); C(false) says
+        none are expected. Links NVML reports are judged either way (a link down stays a failure).
+    type: bool
+  fabric_multinode_expected:
+    description:
+      - Whether the GPUs belong to a multi-node NVLink domain (GB200/GB300 NVL72, GH200 NVL32), where a completed
+        fabric must have a non-zero clique id and cluster UUID. Null - expected when O(imex_nodes_config_file)
+        exists (IMEX is configured) or when some GPU of the host reports a clique. A single-node NVSwitch system
+        (HGX) completes with clique 0 and a zero UUID, which is healthy.
+    type: bool
+  imex_nodes_config_file:
+    description: IMEX's node list (C(nvidia_imex_nodes_config_file)); its presence means a multi-node NVLink domain.
+    type: path
+    default: /etc/nvidia-imex/nodes_config.cfg
   fabric_manager_service:
     description: The fabric manager's systemd unit.
     type: str
@@ -209,10 +240,10 @@ requirements:
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes.read_only
 notes:
-  - XID events come from two sources. The kernel log gives the window (C(journalctl -k --since)). NVML events
-    only arrive for XIDs raised while this call's event set is registered (O(xid_wait_ms)), so they catch events
-    of the moment, never older ones. Hosts without a readable kernel journal rely on NVML alone and the
-    RV(health.xid_sources) list says so.
+  - XID events come from two sources. The kernel log gives the window (the journal, C(/dev/kmsg) or C(dmesg), as
+    O(xid_kernel_log_sources) says). NVML events only arrive for XIDs raised while this call's event set is registered
+    (O(xid_wait_ms)), so they catch events of the moment, never older ones. RV(health.xid_sources) says which
+    kernel-log source was read, or why none could be.
 seealso:
   - module: gpufleet.nvidia.gpu_facts
 """
@@ -270,8 +301,9 @@ health:
       elements: dict
     gpus:
       description:
-        - Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(status), C(level) and C(action) (worst of its
-          checks), C(mig) (mode, C(slots) - the memory slices placements range over - and the GPU instances with
+        - Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(virtualization_mode) (as nvidia-smi prints it -
+          C(None) on bare metal, C(Pass-Through) or C(VGPU) inside a VM; null where NVML does not say), C(status),
+          C(level) and C(action) (worst of its checks), C(mig) (mode, C(slots) - the memory slices placements range over - and the GPU instances with
           their placement C(start) and C(size) and their compute instances' MIG UUIDs, as NVML reports them; or
           null).
       type: list
@@ -280,7 +312,10 @@ health:
     cuda_version: {description: CUDA version of the driver., type: str, sample: "12.8"}
     gpu_count: {description: GPUs found., type: int, sample: 8}
     xid_sources:
-      description: Where XIDs were read from - C(source) (nvml or kernel) and C(error) (null when it worked).
+      description:
+        - Where XIDs were read from - C(source) (nvml or kernel) and C(error) (null when it worked); the kernel
+          entry also has C(read_from) (C(journal), C(kmsg), C(dmesg), or null when none could be read), C(tried)
+          (each source passed over, with why) and C(window_s).
       type: list
       elements: dict
     thresholds: {description: The thresholds used., type: dict}
@@ -292,20 +327,15 @@ msg:
 
 import json
 import os
-import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_commands as hcmd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import xid
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import kernel_log, xid
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import run_command
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_health import (
-    merge_kernel_xids,
-    parse_kernel_xids,
-    read_host,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_health import read_host
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "expected_gpu_count": {"type": "int"},
@@ -325,12 +355,17 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "xid_ignore": {"type": "list", "elements": "int", "default": []},
     "xid_wait_ms": {"type": "int", "default": 100},
     "xid_kernel_log": {"type": "bool", "default": True},
+    "xid_kernel_log_sources": {"type": "list", "elements": "str", "choices": list(kernel_log.SOURCES),
+                               "default": list(kernel_log.SOURCES)},
     "temperature_fail_c": {"type": "int"},
     "temperature_warn_margin_c": {"type": "int", "default": 5},
     "pcie_width_status": {"type": "str", "choices": ["warn", "fail"], "default": "fail"},
     "pcie_gen_status": {"type": "str", "choices": ["ok", "warn", "fail"], "default": "warn"},
     "nvswitch_expected": {"type": "bool", "default": False},
     "nvlink_bridges_expected": {"type": "bool", "default": False},
+    "nvlink_expected": {"type": "bool"},
+    "fabric_multinode_expected": {"type": "bool"},
+    "imex_nodes_config_file": {"type": "path", "default": "/etc/nvidia-imex/nodes_config.cfg"},
     "fabric_manager_service": {"type": "str", "default": "nvidia-fabricmanager"},
     "idle_expected": {"type": "bool", "default": False},
     "idle_allowed_processes": {"type": "list", "elements": "str", "default": ["nvidia-cuda-mps-server"]},
@@ -347,7 +382,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
 
 # Options that say how to read or what to run, not what to compare with: everything else is a threshold.
 NOT_THRESHOLDS = ("fabric_manager_service", "mig_state_file", "previous_report", "skip_checks", "dcgm_diag_level",
-                  "dcgm_host", "container_runtime", "container_image", "fail_on", "xid_wait_ms", "xid_kernel_log")
+                  "dcgm_host", "container_runtime", "container_image", "fail_on", "xid_wait_ms", "xid_kernel_log",
+                  "xid_kernel_log_sources", "imex_nodes_config_file")
 
 
 def thresholds(params: dict[str, Any]) -> dict[str, Any]:
@@ -393,19 +429,6 @@ def fill_lost_identity(meas: dict[str, Any], previous: Any) -> None:
         if gpu.get("lost") and not gpu.get("uuid") and gpu["index"] in known:
             gpu["uuid"] = known[gpu["index"]].get("uuid")
             gpu["pci_bus_id"] = known[gpu["index"]].get("pci_bus_id")
-
-
-def kernel_xids(module: AnsibleModule, window_s: int) -> tuple[list[dict[str, Any]], str | None]:
-    """XID lines of the kernel journal in the window; ``(events, error message or None)``."""
-    since = time.time() - window_s
-    journalctl = module.get_bin_path("journalctl")
-    if journalctl is None:
-        return [], "journalctl not found; kernel-log XIDs not read"
-    rc, out, err = run_command(module, [journalctl, "-k", "-q", "--no-pager", "-o", "short-unix",
-                                        "--since", f"@{int(since)}"])
-    if rc != 0:
-        return [], f"journalctl -k failed (rc {rc}): {(err or out).strip()[:200]}"
-    return parse_kernel_xids(out, since), None
 
 
 def fabric_manager_state(module: AnsibleModule, service: str) -> str:
@@ -460,7 +483,9 @@ def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> d
     for gpu in meas.get("gpus", []):
         mine = [c for c in checks if c.get("gpu") and c["gpu"]["index"] == gpu["index"]]
         gpus.append({"index": gpu["index"], "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
-                     "name": gpu.get("values", {}).get("name"), "status": hc.worst([c["status"] for c in mine]),
+                     "name": gpu.get("values", {}).get("name"),
+                     "virtualization_mode": hc.virtualization_mode(gpu),
+                     "status": hc.worst([c["status"] for c in mine]),
                      "level": xid.worst_level([c["level"] for c in mine]),
                      "action": xid.worst_action([c["action"] for c in mine]),
                      "mig": gpu.get("values", {}).get("mig")})
@@ -484,10 +509,12 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
         return meas
     meas["mig_expected"] = mig_doc
     fill_lost_identity(meas, load_json(params["previous_report"]))
+    meas["imex_configured"] = os.path.isfile(params["imex_nodes_config_file"])
     if params["xid_kernel_log"]:
-        events, error = kernel_xids(module, th["xid_window_s"])
-        meas["xid_sources"].append({"source": "kernel", "error": error, "window_s": th["xid_window_s"]})
-        merge_kernel_xids(meas, events)
+        events, source = kernel_log.kernel_xids(lambda argv: run_command(module, argv), module.get_bin_path,
+                                                th["xid_window_s"], params["xid_kernel_log_sources"])
+        meas["xid_sources"].append(source)
+        kernel_log.merge_kernel_xids(meas, events)
     if th["nvswitch_expected"]:
         meas["fabric_manager"] = fabric_manager_state(module, params["fabric_manager_service"])
     extra = meas.setdefault("extra_checks", [])

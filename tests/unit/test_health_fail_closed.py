@@ -127,12 +127,12 @@ KERNEL_ERROR = "journalctl -k failed (rc 1): Failed to open journal: Permission 
 @pytest.mark.parametrize(("xids", "status", "message"), [
     ([], "fail",
      f"the kernel log could not be read ({KERNEL_ERROR}), so XIDs of the last 7200 s are unknown (no XID seen "
-     "through NVML); make journalctl -k readable, or set xid_kernel_log to false to rely on NVML events of the "
-     "moment only"),
+     "through NVML); make the journal, /dev/kmsg or dmesg readable, or set xid_kernel_log to false to rely on "
+     "NVML events of the moment only"),
     ([{"code": 13}], "fail",
      f"the kernel log could not be read ({KERNEL_ERROR}), so XIDs of the last 7200 s are unknown (seen "
      "through NVML: XID 13 (Graphics Engine Exception): restart_app); make "
-     "journalctl -k readable, or set xid_kernel_log to false to rely on NVML events of the "
+     "the journal, /dev/kmsg or dmesg readable, or set xid_kernel_log to false to rely on NVML events of the "
      "moment only"),
     ([{"code": 79}], "fail",
      "XID 79 (GPU has fallen off the bus): reboot in the last 7200 s (NVIDIA's XID catalogue)"),
@@ -146,6 +146,38 @@ def test_unreadable_kernel_log_is_not_an_empty_window(xids: list[dict], status: 
 
 def test_kernel_log_read_is_an_empty_window() -> None:
     meas = host(xid_sources=[{"source": "nvml", "error": None, "wait_ms": 100},
-                             {"source": "kernel", "error": None, "window_s": 7200}])
+                             {"source": "kernel", "error": None, "read_from": "kmsg", "window_s": 7200}])
     got = by_name(hc.evaluate_host(meas, th()), "xid")
-    assert (got["status"], got["message"]) == ("ok", "no XID event in the window")
+    assert (got["status"], got["message"]) == ("ok", "no XID event in the window (kernel log: kmsg)")
+
+
+NVML_WAIT_ERROR = "nvmlEventSetWait_v2 failed: Unknown Error"
+
+
+@pytest.mark.parametrize(("kernel_xids", "status", "level", "message"), [
+    ([], "warn", "WARNING",
+     f"NVML's XID events could not be read ({NVML_WAIT_ERROR}); the kernel log (journal) shows no XID in the last "
+     "7200 s"),
+    ([{"code": 79, "source": "kernel", "time": 1.0}], "fail", "CRITICAL",
+     "XID 79 (GPU has fallen off the bus): reboot in the last 7200 s (NVIDIA's XID catalogue) (kernel log: journal)"),
+], ids=["kernel-empty", "kernel-xid-79"])
+def test_failed_nvml_wait_keeps_what_the_kernel_log_read(kernel_xids: list[dict], status: str, level: str,
+                                                         message: str) -> None:
+    """Issue 27: an NVML event wait that fails no longer drops the XIDs the kernel log gave, nor hides them."""
+    gpu = gpu_with()
+    del gpu["values"]["xid"]
+    gpu["errors"]["xid"] = NVML_WAIT_ERROR
+    if kernel_xids:
+        gpu["values"]["xid"] = kernel_xids
+    meas = host([gpu], xid_sources=[{"source": "nvml", "error": NVML_WAIT_ERROR, "wait_ms": 100},
+                                    {"source": "kernel", "error": None, "read_from": "journal", "window_s": 7200}])
+    got = by_name(hc.evaluate_host(meas, th()), "xid")
+    assert (got["status"], got["level"], got["message"]) == (status, level, message)
+
+
+def test_failed_nvml_wait_without_a_kernel_log_is_unknown() -> None:
+    gpu = gpu_with()
+    del gpu["values"]["xid"]
+    gpu["errors"]["xid"] = NVML_WAIT_ERROR
+    got = by_name(hc.evaluate_host(host([gpu], xid_sources=[]), th()), "xid")
+    assert (got["status"], got["level"], got["message"]) == ("fail", "UNKNOWN", f"could not read xid: {NVML_WAIT_ERROR}")

@@ -69,8 +69,13 @@ def test_role_threshold_keys_are_exactly_the_ones_it_passes_through() -> None:
 def test_role_passes_every_option_it_may_set_and_keeps_no_default_of_its_own() -> None:
     args = _configure_args()
     assert set(args) <= set(gpu_health.ARGUMENT_SPEC)
-    # Options the role never sets: the fabric manager unit and the MIG record keep the module's value.
-    assert set(gpu_health.ARGUMENT_SPEC) - set(args) == {"fabric_manager_service", "mig_state_file"}
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    # The one option the role never sets: the fabric manager unit keeps the module's value.
+    assert set(gpu_health.ARGUMENT_SPEC) - set(args) == {"fabric_manager_service"}
+    # The MIG record and IMEX's node list are read where the roles that write them put them (issue 27)
+    assert args["mig_state_file"] == "{{ gpu_health_mig_state_file | default(omit, true) }}"
+    assert defaults["gpu_health_mig_state_file"] == "{{ nvidia_mig_state_file | default(None) }}"
+    assert defaults["gpu_health_imex_nodes_config_file"] == "{{ nvidia_imex_nodes_config_file | default(None) }}"
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     pattern = re.compile(r"^\{\{ (gpu_health_\w+) if \1 is not none else omit \}\}$")
     mirrored = {name: m.group(1) for name, value in args.items() if (m := pattern.match(value))}

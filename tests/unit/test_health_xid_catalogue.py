@@ -20,7 +20,7 @@ if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc  # noqa: E402
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_health, xid  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import kernel_log, xid  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import xid_catalogue as cat  # noqa: E402
 
 RLW_NONFATAL = "RLW_REMAP Nonfatal XC0 i0 Link 04 (0x004505c6 0x00000000 0x00000000 0x00000000)"
@@ -104,7 +104,7 @@ def test_catalogue_names_its_source_and_only_known_buckets() -> None:
 
 def test_kernel_line_of_an_nvlink5_xid_keeps_its_subcode() -> None:
     line = f"1763769000.5 node kernel: NVRM: Xid (PCI:0000:03:00): 145, {RLW_FATAL}\n"
-    events = nvml_health.parse_kernel_xids(line, 0)
+    events = kernel_log.parse_journal(line, 0)
     assert [(e["code"], e["text"]) for e in events] == [(145, RLW_FATAL)]
     assert xid.classify(events[0])["level"] == "CRITICAL"
 
