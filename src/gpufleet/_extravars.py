@@ -8,11 +8,37 @@ results are merged with ``combine_vars``, later arguments winning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import ExtraVarsError
+
+
+#: the most values (mapping keys, list items and scalars, aliases counted each time they are used) one ``-e``
+#: argument may hold: a YAML "billion laughs" file is refused before anything expands it in memory
+MAX_VALUES = 100_000
+
+
+def expanded_size(data: Any, _seen: dict[int, int] | None = None) -> int:
+    """How many values ``data`` holds once every alias is expanded, counted over the shared (unexpanded) graph
+    in time proportional to its distinct nodes. A cycle counts as more than :data:`MAX_VALUES`."""
+    seen = {} if _seen is None else _seen
+    key = id(data)
+    if key in seen:
+        if seen[key] < 0:  # still being counted: a cycle
+            return MAX_VALUES + 1
+        return seen[key]
+    if isinstance(data, Mapping):
+        seen[key] = -1
+        total = 1 + sum(1 + expanded_size(value, seen) for value in data.values())
+    elif isinstance(data, (list, tuple)):
+        seen[key] = -1
+        total = 1 + sum(expanded_size(item, seen) for item in data)
+    else:
+        return 1
+    seen[key] = min(total, MAX_VALUES + 1)
+    return seen[key]
 
 
 def parse_extra_vars(
@@ -70,6 +96,15 @@ def parse_extra_vars(
             raise ExtraVarsError(
                 f"bad extra vars {argument!r}: could not be made into a dictionary; use key=value, @file or a "
                 "YAML/JSON mapping"
+            )
+        try:
+            size = expanded_size(data)
+        except RecursionError:
+            size = MAX_VALUES + 1
+        if size > MAX_VALUES:
+            raise ExtraVarsError(
+                f"bad extra vars {argument!r}: it expands to {size} values (YAML aliases repeat what they name), more "
+                f"than the {MAX_VALUES} gpufleet reads; write the values out, or pass fewer"
             )
         merged = combine_vars(merged, data)
     return dict(merged)

@@ -458,6 +458,15 @@ def main(
             stdout=out,
             stderr=err,
         )
+    junit = getattr(args, "junit", None)
+    if junit is not None and (os.path.isdir(junit) or not os.path.isdir(os.path.dirname(os.path.abspath(junit)))):
+        return _error(
+            f"--junit {junit}: not a file in an existing directory; name the report's file, e.g. health.xml",
+            ExitCode.BAD_INPUT,
+            as_json=as_json,
+            stdout=out,
+            stderr=err,
+        )
     try:
         inventories = _inventories(args, os.environ)
         ansible = _ansible_options(args, getpass.getpass)

@@ -46,3 +46,24 @@ def test_errors(argument: str, message: str):
     with pytest.raises(ExtraVarsError) as info:
         parse_extra_vars([argument])
     assert str(info.value) == message
+
+
+LAUGHS = "a: &a ['lol','lol','lol','lol','lol','lol','lol','lol','lol']\n" + "".join(
+    f"{chr(c)}: &{chr(c)} [*{chr(c - 1)},*{chr(c - 1)},*{chr(c - 1)},*{chr(c - 1)},*{chr(c - 1)},*{chr(c - 1)},"
+    f"*{chr(c - 1)},*{chr(c - 1)},*{chr(c - 1)}]\n" for c in range(ord("b"), ord("j")))
+
+
+def test_a_billion_laughs_file_is_refused_before_it_expands(tmp_path: Path):
+    """Issue 27: -e @laughs.yml ended in a MemoryError; it is one InputError (exit 4) and nothing expands it."""
+    laughs = tmp_path / "laughs.yml"
+    laughs.write_text(LAUGHS)
+    with pytest.raises(ExtraVarsError) as info:
+        parse_extra_vars([f"@{laughs}"])
+    assert str(info.value) == (f"bad extra vars '@{laughs}': it expands to 100001 values (YAML aliases repeat what "
+                               "they name), more than the 100000 gpufleet reads; write the values out, or pass fewer")
+
+
+def test_aliases_that_stay_small_are_read(tmp_path: Path):
+    small = tmp_path / "small.yml"
+    small.write_text("base: &b {x: 1}\none: *b\ntwo: *b\n")
+    assert parse_extra_vars([f"@{small}"]) == {"base": {"x": 1}, "one": {"x": 1}, "two": {"x": 1}}

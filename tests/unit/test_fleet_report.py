@@ -129,3 +129,18 @@ def test_verify_html_into_a_missing_directory_is_refused_before_any_run(monkeypa
     assert cli.main(["verify", "-i", "x", "--html", str(page)], stdout=out, stderr=err) == 4
     assert err.getvalue() == (f"gpufleet: error: --html {page}: not a file in an existing directory; name the page's "
                               "file, e.g. fleet.html\n")
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
+def test_verify_junit_that_cannot_be_written_is_refused_before_any_run(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path, where: str) -> None:
+    """Issue 27: --junit /nonexistent/x.xml (or a directory) ended in a traceback after the run."""
+    def never(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("verify ran")
+
+    monkeypatch.setitem(cli.USE_CASES, "verify", never)
+    out, err = io.StringIO(), io.StringIO()
+    target = tmp_path / "no" / "x.xml" if where == "missing-dir" else tmp_path
+    assert cli.main(["verify", "-i", "x", "--junit", str(target)], stdout=out, stderr=err) == 4
+    assert err.getvalue() == (f"gpufleet: error: --junit {target}: not a file in an existing directory; name the "
+                              "report's file, e.g. health.xml\n")
