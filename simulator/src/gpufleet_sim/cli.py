@@ -56,10 +56,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=Path("build"), help="build folder (holds repo/ and the PID file)")
     r.add_argument("--host", default="127.0.0.1")
     r.add_argument("--port", type=int, default=8765)
-    h = sub.add_parser("host", help="create a host's state from a fleet preset")
-    h.add_argument("action", choices=["init"])
-    h.add_argument("--preset", required=True)
-    h.add_argument("--seed", required=True, help="host seed (e.g. the inventory hostname): UUIDs, serials, buses")
+    h = sub.add_parser("host", help="create a host's state from a fleet preset (init) or a real host's report (import)")
+    h.add_argument("action", choices=["init", "import"])
+    h.add_argument("--preset", help="init: the fleet preset")
+    h.add_argument("--seed", help="init: host seed (e.g. the inventory hostname): UUIDs, serials, buses")
+    h.add_argument("--nvidia-smi-xml", type=Path, help="import: a real host's `nvidia-smi -q -x` output")
+    h.add_argument("--getters", type=Path, help="import: the same host's NVML getter dump (nvml_getters_dump.py)")
     h.add_argument("--force", action="store_true", help="replace an existing state")
     _state_arg(h)
     sub.add_parser("presets", help="list the fleet presets")
@@ -149,6 +151,36 @@ def cmd_host_init(preset: str, seed: str, state: Path | None, force: bool) -> in
     store.create(target, doc)
     print(f"{target}: {len(doc['gpus'])} GPUs ({preset}, seed {seed})")
     return 0
+
+
+def cmd_host_import(xml: Path, getters: Path | None, state: Path | None, force: bool) -> int:
+    """``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``)."""
+    from . import replay
+
+    target = state or store.state_path()
+    if target.exists() and not force:
+        raise CliError(f"{target} already exists; pass --force to replace it")
+    try:
+        doc = replay.state_from_xml(xml.read_text(encoding="utf-8"),
+                                    replay.read_getters(getters) if getters else None, source=str(xml))
+    except replay.ReplayError as exc:
+        raise CliError(f"{xml}: {exc}") from None
+    store.create(target, doc)
+    models = ", ".join(doc["replay"]["models"])
+    print(f"{target}: {len(doc['gpus'])} GPUs ({models}) from {xml}"
+          f"{' and ' + str(getters) if getters else ''}; not replayed: {', '.join(doc['replay']['not_replayed'])}")
+    return 0
+
+
+def _host(args: argparse.Namespace) -> int:
+    """``gpusim host init|import``: each action's own required options, named as argparse names them."""
+    needed = {"init": ("preset", "seed"), "import": ("nvidia_smi_xml",)}[args.action]
+    missing = [f"--{name.replace('_', '-')}" for name in needed if getattr(args, name) is None]
+    if missing:
+        raise CliError(f"host {args.action}: the following arguments are required: {', '.join(missing)}")
+    if args.action == "import":
+        return cmd_host_import(args.nvidia_smi_xml, args.getters, args.state, args.force)
+    return cmd_host_init(args.preset, args.seed, args.state, args.force)
 
 
 def _rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -248,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "repo":
             return cmd_repo(args.action, args.out, args.host, args.port)
         if args.command == "host":
-            return cmd_host_init(args.preset, args.seed, args.state, args.force)
+            return _host(args)
         if args.command == "presets":
             from . import presets
 

@@ -1,0 +1,238 @@
+"""``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``), so that the
+simulated ``nvidia-smi -q -x`` prints the report's static fields unchanged.
+
+The reports are real ones kept as test data with their provenance: the H200 passed through to a VM (driver
+580.159.04, tests/data/ground-truth/h200-sxm-passthrough-r580) and public transcripts (tests/data/ground-truth/public,
+README there). Expected values in the tables below are typed from those files, not computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet_sim import replay
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ground-truth"
+H200 = DATA / "h200-sxm-passthrough-r580"
+REPORTS = {
+    "H200-vm-580": H200 / "nvidia-smi" / "qx.xml",
+    "A100-40GB-vm-570": DATA / "public" / "A100_SXM4_40GB__xml__1.txt",
+    "A100-80GB-mig-535": DATA / "public" / "A100_SXM4_80GB__xml__1.txt",
+    "GB200-tray-580": DATA / "public" / "GB200__xml__1.txt",
+    "H100-HGX-580": DATA / "public" / "H100_SXM_HGX__xml__1.txt",
+}
+
+# report -> (GPUs, model, first GPU's UUID, its bus id, virtualization mode, host "fabric", host "nvswitch")
+EXPECTED = {
+    "H200-vm-580": (1, "H200-141GB", "GPU-3a263293-6d8a-f1f0-18a4-c1af043489ce", "00000000:00:06.0", 1, None, None),
+    "A100-40GB-vm-570": (1, "A100-SXM4-40GB", "GPU-00000000-0000-0000-0000-000000000000", "00000000:06:00.0", 1,
+                         None, None),
+    "A100-80GB-mig-535": (1, "A100-SXM4-80GB", "GPU-513536b6-7d19-9063-b049-1e69664bb298", "00000000:01:00.0", 0,
+                          None, None),
+    "GB200-tray-580": (4, "GB200-186GB", "GPU-00000000-0000-0000-0000-000000000000", "00000000:29:00.0", 1,
+                       {"multinode": True, "clique_id": 2, "cluster_uuid": "00000001-0000-0000-0000-000000000001"},
+                       None),
+    "H100-HGX-580": (8, "H100-SXM5-80GB", "GPU-00000000-0000-0000-0000-000000000000", "00000000:53:00.0", 1, None,
+                     {"count": 4, "fabric_manager_required": True}),
+}
+
+# report -> the first GPU's temperature (gpu, shutdown, slowdown, gpu_max) and power limits (mW: enforced, default,
+# min, max). Hopper and newer on R580 print thresholds below T.Limit: H200 33 C + T.Limit 54 = 87 max operating,
+# shutdown -8 -> 95, slowdown -2 -> 89 (the same machine's NVML: nvmlDeviceGetTemperatureThreshold 95, 89, 87)
+READINGS = {
+    "H200-vm-580": ((33, 95, 89, 87), (700000, 700000, 200000, 700000)),
+    "A100-40GB-vm-570": ((33, 92, 89, 85), (400000, 400000, 100000, 400000)),
+    "A100-80GB-mig-535": ((27, 92, 89, 85), (500000, 500000, 100000, 500000)),
+    "GB200-tray-580": ((27, 92, 89, 87), (1200000, 1200000, 200000, 1200000)),
+    "H100-HGX-580": ((29, 95, 89, 87), (700000, 700000, 200000, 700000)),
+}
+
+# The static fields the simulated nvidia-smi -q -x must print as the real one did (paths under <gpu>). Left out:
+# what 535's report (the simulator's voice) names or computes otherwise -- the Hopper+ temperature thresholds (R580
+# prints them relative to T.Limit, 535 absolute; checked in the state above), the fabric's clique and cluster UUID
+# (535 prints only state and status; checked through NVML in test_nvml_fabric.py) -- and readings that change.
+STATIC = (
+    "product_name", "serial", "uuid", "minor_number", "vbios_version", "board_part_number",
+    "inforom_version/img_version", "persistence_mode", "mig_mode/current_mig", "mig_mode/pending_mig",
+    "gpu_virtualization_mode/virtualization_mode", "pci/pci_bus", "pci/pci_device", "pci/pci_domain",
+    "pci/pci_device_id", "pci/pci_bus_id", "pci/pci_sub_system_id",
+    "pci/pci_gpu_link_info/pcie_gen/max_link_gen", "pci/pci_gpu_link_info/pcie_gen/current_link_gen",
+    "pci/pci_gpu_link_info/link_widths/max_link_width", "pci/pci_gpu_link_info/link_widths/current_link_width",
+    "pci/replay_counter", "performance_state", "fb_memory_usage/total", "fb_memory_usage/reserved",
+    "fb_memory_usage/used", "bar1_memory_usage/total", "compute_mode", "ecc_mode/current_ecc", "ecc_mode/pending_ecc",
+    "ecc_errors/volatile/dram_correctable", "ecc_errors/volatile/dram_uncorrectable",
+    "ecc_errors/aggregate/dram_correctable", "ecc_errors/aggregate/dram_uncorrectable",
+    "retired_pages/multiple_single_bit_retirement/retired_count", "retired_pages/double_bit_retirement/retired_count",
+    "retired_pages/pending_retirement", "remapped_rows/remapped_row_corr", "remapped_rows/remapped_row_unc",
+    "remapped_rows/remapped_row_pending", "remapped_rows/remapped_row_failure",
+    "remapped_rows/row_remapper_histogram/row_remapper_histogram_max", "temperature/gpu_temp",
+    "gpu_power_readings/current_power_limit", "gpu_power_readings/requested_power_limit",
+    "gpu_power_readings/default_power_limit", "gpu_power_readings/min_power_limit",
+    "gpu_power_readings/max_power_limit", "clocks/graphics_clock", "clocks/sm_clock", "clocks/mem_clock",
+    "clocks/video_clock", "max_clocks/graphics_clock", "max_clocks/sm_clock", "max_clocks/mem_clock",
+    "max_clocks/video_clock", "fabric/state", "fabric/status",
+)
+#: Ampere and older: the report's absolute thresholds -> the tags 535.261.03 prints the same absolute values under
+AMPERE_THRESHOLDS = {"temperature/gpu_temp_max_threshold": "temperature/gpu_temp_max_tlimit_threshold",
+                     "temperature/gpu_temp_slow_threshold": "temperature/gpu_temp_slow_tlimit_threshold",
+                     "temperature/gpu_temp_max_gpu_threshold": "temperature/gpu_temp_max_gpu_tlimit_threshold",
+                     "temperature/gpu_temp_max_mem_threshold": "temperature/gpu_temp_max_mem_tlimit_threshold"}
+
+
+def _state(name: str, **kwargs: Any) -> dict[str, Any]:
+    return replay.state_from_xml(REPORTS[name].read_text(encoding="utf-8"), source=str(REPORTS[name]), **kwargs)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_a_report_becomes_a_host(name: str) -> None:
+    count, model, uuid, bus_id, virtualization, fabric, nvswitch = EXPECTED[name]
+    doc = _state(name)
+    gpu = doc["gpus"][0]
+    assert (len(doc["gpus"]), gpu["model"], gpu["uuid"], gpu["pci"]["bus_id"], gpu["virtualization_mode"]) == (
+        count, model, uuid, bus_id, virtualization)
+    assert doc.get("fabric") == fabric
+    assert doc.get("nvswitch") == nvswitch
+    assert [g["index"] for g in doc["gpus"]] == list(range(count))
+    (temperature, power) = READINGS[name]
+    assert tuple(gpu["temperature"][k] for k in ("gpu", "shutdown", "slowdown", "gpu_max")) == temperature
+    assert tuple(gpu["power"][k] for k in ("enforced_mw", "default_mw", "min_mw", "max_mw")) == power
+    assert doc["replay"]["source"] == str(REPORTS[name])
+    assert "MIG instances" in doc["replay"]["not_replayed"]
+
+
+def test_the_h200_reports_static_fields_land_in_the_state() -> None:
+    gpu = _state("H200-vm-580")["gpus"][0]
+    assert (gpu["serial"], gpu["vbios_version"], gpu["board_part_number"], gpu["inforom_image_version"]) == (
+        "1653724024608", "96.00.A5.00.1A", "692-2G520-0282-000", "G520.0282.02.02")
+    assert (gpu["pci"]["pci_device_id"], gpu["pci"]["pci_subsystem_id"], gpu["pci"]["bus"], gpu["pci"]["device"]) == (
+        0x233510DE, 0x18BF10DE, 0, 6)
+    assert (gpu["persistence_mode"], gpu["ecc"]["current"], gpu["mig"]["current"]) == (1, 1, 0)
+    assert (gpu["memory"]["total_mib"], gpu["memory"]["reserved_mib"]) == (143771, 616)
+    assert gpu["remapped_rows"]["histogram"]["max"] == 3072
+    assert gpu["retired_pages"]["supported"] is False
+    assert gpu["pcie"] == {"gen": 5, "width": 16, "max_gen": 5, "max_width": 16, "gpu_max_gen": 5,
+                           "replay_counter": 1}
+    assert gpu["clock_event_reasons"] == 1  # GPU idle
+
+
+def test_the_getter_dump_adds_what_the_xml_does_not_say() -> None:
+    calls = replay.read_getters(H200 / "nvml" / "getters-nvidia-ml-py-13.615.71.jsonl")
+    without, with_dump = _state("H200-vm-580"), _state("H200-vm-580", getters=calls)
+    assert len(without["gpus"][0]["nvlink"]["links"]) == 18       # the board's, from the model file
+    assert with_dump["gpus"][0]["nvlink"]["links"] == []           # every NvLink getter NOT_SUPPORTED in the VM
+    assert with_dump["gpus"][0]["temperature"]["mem_max"] == 95    # nvmlDeviceGetTemperatureThreshold(2)
+
+
+def test_mig_enabled_gpu_keeps_its_mode_and_a_missing_remapper_is_not_supported() -> None:
+    gpu = _state("A100-80GB-mig-535")["gpus"][0]
+    assert (gpu["mig"]["current"], gpu["mig"]["pending"], gpu["mig"]["gpu_instances"]) == (1, 1, [])
+    assert gpu["remapped_rows"]["supported"] is False   # the report: <remapped_rows>N/A</remapped_rows>
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("not xml at all", "no nvidia_smi_log element: pass the output of `nvidia-smi -q -x`"),
+    ("<nvidia_smi_log><gpu>", "the nvidia-smi XML does not parse (no element found: line 1, column 21); pass the "
+                              "unchanged output of `nvidia-smi -q -x`"),
+    ("<nvidia_smi_log></nvidia_smi_log>", "the report lists no GPU (<gpu> element): nothing to replay"),
+])
+def test_reports_that_cannot_be_replayed_say_why(text: str, message: str) -> None:
+    with pytest.raises(replay.ReplayError) as caught:
+        replay.state_from_xml(text)
+    assert str(caught.value) == message
+
+
+def test_an_unknown_board_names_itself_and_the_models_folder() -> None:
+    text = ("<nvidia_smi_log><gpu id=\"00000000:01:00.0\"><product_name>NVIDIA X1</product_name>"
+            "<pci><pci_device_id>FFFF10DE</pci_device_id></pci></gpu></nvidia_smi_log>")
+    with pytest.raises(replay.ReplayError) as caught:
+        replay.state_from_xml(text)
+    assert str(caught.value).startswith("no simulator model for 'NVIDIA X1' (PCI device id 0xFFFF10DE); add a model "
+                                        "file to simulator/src/gpufleet_sim/models/ (known: A100-PCIE-40GB, ")
+
+
+def _our_xml(sim: Any) -> ET.Element:
+    proc = subprocess.run([sys.executable, "-m", "gpufleet_sim.tools.nvidia_smi", "-q", "-x"],
+                          env=sim.env({"TZ": "UTC"}), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return ET.fromstring(proc.stdout)
+
+
+def _text(gpu: ET.Element, path: str) -> str | None:
+    """The text at ``path``; where it is absent because an element above it is N/A (``<remapped_rows>N/A``), that
+    element's "N/A (<path>)"; None when it is absent otherwise."""
+    found = gpu.find(path)
+    if found is not None:
+        return (found.text or "").strip()
+    parent = path.rsplit("/", 1)[0] if "/" in path else None
+    while parent:
+        above = gpu.find(parent)
+        if above is not None:
+            return f"N/A ({parent})" if (above.text or "").strip() == "N/A" else None
+        parent = parent.rsplit("/", 1)[0] if "/" in parent else None
+    return None
+
+
+def _fields(root: ET.Element, paths: dict[str, str]) -> list[dict[str, str | None]]:
+    """Per GPU: key -> the text at paths[key]."""
+    return [{key: _text(gpu, path) for key, path in paths.items()} for gpu in root.findall("gpu")]
+
+
+@pytest.mark.parametrize("name", list(REPORTS))
+def test_the_simulated_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str) -> None:
+    doc = _state(name)
+    sim = nvml_sim(doc=doc)
+    if doc.get("nvswitch"):  # a single-node fabric completes once the fabric manager runs, as on the real host
+        with sim.edit() as live:
+            live["clients"] = [{"pid": os.getpid(), "name": "nv-fabricmanager"}]
+    real = replay.parse_xml(REPORTS[name].read_text(encoding="utf-8"))
+    thresholds = AMPERE_THRESHOLDS if doc["gpus"][0]["architecture"] < 9 else {}
+    expected = _fields(real, {path: path for path in (*STATIC, *thresholds)})
+    assert all(value is not None for gpu in expected for value in gpu.values()), "a path the report lacks"
+    assert _fields(_our_xml(sim), {**{path: path for path in STATIC}, **thresholds}) == expected
+
+
+def test_the_driver_version_is_the_reports_with_a_library_built_for_it(tmp_path: Path) -> None:
+    from gpufleet_sim.build import build_library
+
+    doc = _state("H200-vm-580")
+    assert doc["replay"]["driver_version"] == "580.159.04"
+    lib = build_library(Path(__file__).resolve().parents[2] / "build" / "sim-test-replay",
+                        doc["replay"]["driver_version"], python=sys.executable)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NVML_SIM_STATE")}
+    env.update({"LD_LIBRARY_PATH": str(lib.parent), "NVML_SIM_STATE": str(state), "LC_ALL": "C", "TZ": "UTC"})
+    proc = subprocess.run([sys.executable, "-m", "gpufleet_sim.tools.nvidia_smi", "-q", "-x"], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert ET.fromstring(proc.stdout).findtext("driver_version") == "580.159.04"
+
+
+def test_gpusim_host_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpufleet_sim import cli, store
+
+    state = tmp_path / "state.json"
+    getters = H200 / "nvml" / "getters-nvidia-ml-py-13.615.71.jsonl"
+    args = ["host", "import", "--nvidia-smi-xml", str(REPORTS["H200-vm-580"]), "--getters", str(getters),
+            "--state", str(state)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{state}: 1 GPUs (H200-141GB) from {REPORTS['H200-vm-580']} and {getters}; not replayed: "
+                          "MIG instances, ")
+    doc = store.load(state)
+    assert (doc["gpus"][0]["uuid"], doc["gpus"][0]["nvlink"]["links"]) == (
+        "GPU-3a263293-6d8a-f1f0-18a4-c1af043489ce", [])
+    assert cli.main(args) == 1
+    assert capsys.readouterr().err == f"gpusim: {state} already exists; pass --force to replace it\n"
+    assert cli.main(["host", "import", "--state", str(state)]) == 1
+    assert capsys.readouterr().err == "gpusim: host import: the following arguments are required: --nvidia-smi-xml\n"
+    assert cli.main(["host", "init", "--preset", "1xH200", "--state", str(state)]) == 1
+    assert capsys.readouterr().err == "gpusim: host init: the following arguments are required: --seed\n"
