@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _realclients import DRIVER_VERSION, REPO, RealClientError, fetch
+
 from gpufleet_sim import replay
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ground-truth"
@@ -186,18 +189,51 @@ def _fields(root: ET.Element, paths: dict[str, str]) -> list[dict[str, str | Non
     return [{key: _text(gpu, path) for key, path in paths.items()} for gpu in root.findall("gpu")]
 
 
-@pytest.mark.parametrize("name", list(REPORTS))
-def test_the_simulated_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str) -> None:
+def _imported(nvml_sim: Callable[..., Any], name: str) -> tuple[Any, list[dict[str, str | None]], dict[str, str]]:
+    """The imported host (its fabric manager running where it has NVSwitches: a single-node fabric completes once
+    it runs, as on the real host), the report's static fields and the paths to read them from a 535 report."""
     doc = _state(name)
     sim = nvml_sim(doc=doc)
-    if doc.get("nvswitch"):  # a single-node fabric completes once the fabric manager runs, as on the real host
+    if doc.get("nvswitch"):
         with sim.edit() as live:
             live["clients"] = [{"pid": os.getpid(), "name": "nv-fabricmanager"}]
     real = replay.parse_xml(REPORTS[name].read_text(encoding="utf-8"))
     thresholds = AMPERE_THRESHOLDS if doc["gpus"][0]["architecture"] < 9 else {}
     expected = _fields(real, {path: path for path in (*STATIC, *thresholds)})
     assert all(value is not None for gpu in expected for value in gpu.values()), "a path the report lacks"
-    assert _fields(_our_xml(sim), {**{path: path for path in STATIC}, **thresholds}) == expected
+    return sim, expected, {**{path: path for path in STATIC}, **thresholds}
+
+
+@pytest.mark.parametrize("name", list(REPORTS))
+def test_the_simulated_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str) -> None:
+    sim, expected, paths = _imported(nvml_sim, name)
+    assert _fields(_our_xml(sim), paths) == expected
+
+
+@pytest.fixture(scope="module")
+def nvidia_smi_535() -> Callable[[Any], ET.Element]:
+    """NVIDIA's own nvidia-smi 535 (tests/sim/_realclients.py; a failed fetch fails) on the library built as 535."""
+    from gpufleet_sim.build import build_library
+
+    try:
+        real = fetch()
+    except RealClientError as exc:
+        pytest.fail(f"NVIDIA's nvidia-smi could not be fetched: {exc}")
+    libdir = build_library(REPO / "build" / "sim-test-535", DRIVER_VERSION, python=sys.executable).parent
+
+    def run(sim: Any) -> ET.Element:
+        proc = real.run("nvidia-smi", ["-q", "-x"], libdir, sim.state_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return ET.fromstring(proc.stdout)
+
+    return run
+
+
+@pytest.mark.parametrize("name", list(REPORTS))
+def test_nvidias_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str,
+                                                             nvidia_smi_535: Callable[[Any], ET.Element]) -> None:
+    sim, expected, paths = _imported(nvml_sim, name)
+    assert _fields(nvidia_smi_535(sim), paths) == expected
 
 
 def test_the_driver_version_is_the_reports_with_a_library_built_for_it(tmp_path: Path) -> None:
@@ -205,7 +241,7 @@ def test_the_driver_version_is_the_reports_with_a_library_built_for_it(tmp_path:
 
     doc = _state("H200-vm-580")
     assert doc["replay"]["driver_version"] == "580.159.04"
-    lib = build_library(Path(__file__).resolve().parents[2] / "build" / "sim-test-replay",
+    lib = build_library(REPO / "build" / "sim-test-replay",
                         doc["replay"]["driver_version"], python=sys.executable)
     state = tmp_path / "state.json"
     state.write_text(json.dumps(doc), encoding="utf-8")
