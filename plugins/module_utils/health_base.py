@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import VIRTUALIZATION as VIRTUALIZATION
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import virtualization_name
+
 OK = "ok"
 WARN = "warn"
 FAIL = "fail"
@@ -18,9 +21,6 @@ _RANK = {OK: 0, WARN: 1, FAIL: 2}
 LEVEL_OF = {OK: "PASS", WARN: "WARNING", FAIL: "CRITICAL"}
 UNKNOWN = "UNKNOWN"
 DEFAULT_ACTION = {"PASS": "none", "INFO": "none", "WARNING": "none", "UNKNOWN": "none", "CRITICAL": "drain"}
-#: nvml.h nvmlGpuVirtualizationMode_t (nvmlDeviceGetVirtualizationMode), as nvidia-smi -q prints it
-#: ("Virtualization Mode": None on bare metal, Pass-Through in the real H200 VM of tests/data/ground-truth)
-VIRTUALIZATION = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
 #: the modes of a GPU seen from inside a VM, as the checks that cannot apply there name them
 VIRTUALIZATION_GUEST = {1: "GPU passed through to a VM", 2: "vGPU in a VM"}
 
@@ -72,5 +72,4 @@ def _not_value(name: str, gpu: dict[str, Any], metric: str, threshold: Any) -> d
 
 def virtualization_mode(gpu: dict[str, Any]) -> str | None:
     """The GPU's virtualization mode as nvidia-smi prints it (None where NVML did not say)."""
-    mode = gpu.get("values", {}).get("virtualization_mode")
-    return VIRTUALIZATION.get(mode, f"unknown mode {mode}") if isinstance(mode, int) else None
+    return virtualization_name(gpu.get("values", {}).get("virtualization_mode"))

@@ -105,6 +105,16 @@ class NvmlUnavailable(NvmlError):
         return _HINTS[self.code] if self.code in _HINTS else super().hint
 
 
+#: nvml.h nvmlGpuVirtualizationMode_t (nvmlDeviceGetVirtualizationMode), as nvidia-smi -q prints it
+#: ("Virtualization Mode": None on bare metal, Pass-Through in the real H200 VM of tests/data/ground-truth)
+VIRTUALIZATION = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
+
+
+def virtualization_name(mode: Any) -> str | None:
+    """A virtualization mode as nvidia-smi prints it (None where NVML did not say)."""
+    return VIRTUALIZATION.get(mode, f"unknown mode {mode}") if isinstance(mode, int) else None
+
+
 def _text(value: Any) -> str:
     """Decode bytes that pynvml may hand back undecoded."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
@@ -181,6 +191,7 @@ class Nvml:
         serial = self._optional("nvmlDeviceGetSerial", h, gpu=index)
         vbios = self._optional("nvmlDeviceGetVbiosVersion", h, gpu=index)
         capability = self._optional("nvmlDeviceGetCudaComputeCapability", h, gpu=index)
+        virtualization = self._optional("nvmlDeviceGetVirtualizationMode", h, gpu=index)
         return {
             "index": index,
             "uuid": _text(self.call("nvmlDeviceGetUUID", h, gpu=index)),
@@ -193,6 +204,7 @@ class Nvml:
             "memory_total_mib": int(self.call("nvmlDeviceGetMemoryInfo", h, gpu=index).total // MIB),
             "minor_number": self._optional("nvmlDeviceGetMinorNumber", h, gpu=index),
             "compute_capability": f"{capability[0]}.{capability[1]}" if capability is not None else None,
+            "virtualization_mode": virtualization_name(virtualization),
         }
 
     def gpus(self) -> list[dict[str, Any]]:

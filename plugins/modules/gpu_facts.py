@@ -120,6 +120,13 @@ gpus:
     memory_total_mib: {description: Total memory in MiB., type: int, sample: 81559}
     minor_number: {description: Minor number of /dev/nvidiaN., type: int}
     compute_capability: {description: CUDA compute capability., type: str, sample: "9.0"}
+    virtualization_mode:
+      description:
+        - C(nvmlDeviceGetVirtualizationMode) as nvidia-smi prints it - C(None) on bare metal, C(Pass-Through) for a
+          GPU passed through to this VM, C(VGPU) for a vGPU in this VM, C(Host VGPU) on a vGPU host; null where the
+          driver does not say.
+      type: str
+      sample: Pass-Through
     mig:
       description:
         - MIG mode (only with O(mig=true)) - C(supported), C(current) and C(pending) (booleans; C(current) and

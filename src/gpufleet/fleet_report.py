@@ -138,8 +138,16 @@ def _host(name: str, host: Mapping[str, Any]) -> dict[str, Any]:
         "problems": problems,
         "driver_version": report.get("driver_version"),
         "gpu_count": report.get("gpu_count"),
+        "virtualization": _virtualization(report),
         "xid_catalogue": report.get("xid_catalogue"),
     }
+
+
+def _virtualization(report: Mapping[str, Any]) -> str | None:
+    """The GPUs' virtualization modes other than bare metal ("Pass-Through": the host is a VM), or None."""
+    modes = sorted({str(g["virtualization_mode"]) for g in report.get("gpus") or []
+                    if g.get("virtualization_mode") not in (None, "None")})
+    return ", ".join(modes) or None
 
 
 def fleet_from_result(doc: Mapping[str, Any], generated_at: str | None = None) -> dict[str, Any]:

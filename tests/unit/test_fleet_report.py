@@ -144,3 +144,20 @@ def test_verify_junit_that_cannot_be_written_is_refused_before_any_run(monkeypat
     assert cli.main(["verify", "-i", "x", "--junit", str(target)], stdout=out, stderr=err) == 4
     assert err.getvalue() == (f"gpufleet: error: --junit {target}: not a file in an existing directory; name the "
                               "report's file, e.g. health.xml\n")
+
+
+def test_a_host_that_is_a_vm_says_so_on_the_page_and_in_the_terminal() -> None:
+    """Issue 27: a GPU passed through to a VM is a first-class case; the report and fleet page name it."""
+    vm_gpu = dict(GPU0, virtualization_mode="Pass-Through")
+    metal_gpu = dict(GPU0, virtualization_mode="None")
+    doc = {"playbook": "/x/verify.yml", "hosts": {"vm": _host(_report("PASS", [vm_gpu])),
+                                                  "metal": _host(_report("PASS", [metal_gpu]))}}
+    fleet = fleet_from_result(doc, generated_at="t")
+    assert {h["name"]: h["virtualization"] for h in fleet["hosts"]} == {"vm": "Pass-Through", "metal": None}
+    page = render_html(fleet)
+    assert "VM: Pass-Through" in page
+    assert page.count("VM: ") == 1
+    console = Console(record=True, width=300)
+    render_fleet_text(fleet, console)
+    lines = console.export_text().splitlines()
+    assert [line for line in lines if "VM:" in line] == ["vm  PASS       0■  VM: Pass-Through"]

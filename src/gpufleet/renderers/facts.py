@@ -23,7 +23,7 @@ def facts_table(name: str, data: Mapping[str, Any]) -> Table:
     title = (f"{name}: {data.get('gpu_count', 0)} GPU(s), driver {data.get('driver_version')}, "
              f"CUDA {data.get('cuda_version')}")
     table = Table(title=title, title_justify="left")
-    for header in ("gpu", "name", "uuid", "pci bus id", "memory", "mig", "instances"):
+    for header in ("gpu", "name", "uuid", "pci bus id", "memory", "virtualization", "mig", "instances"):
         table.add_column(header, justify="right" if header in ("gpu", "memory") else "left")
     for gpu in data.get("gpus") or []:
         mig = gpu.get("mig") or {}
@@ -35,7 +35,8 @@ def facts_table(name: str, data: Mapping[str, Any]) -> Table:
                 mode += " (pending " + ("on" if mig.get("pending") else "off") + ")"
         instances = ", ".join(f"{gi.get('profile')}@{gi.get('start')}" for gi in gpu.get("gpu_instances") or [])
         table.add_row(str(gpu.get("index")), str(gpu.get("name")), str(gpu.get("uuid")), str(gpu.get("pci_bus_id")),
-                      f"{gpu.get('memory_total_mib')} MiB", mode, instances or "-")
+                      f"{gpu.get('memory_total_mib')} MiB", str(gpu.get("virtualization_mode") or "-"), mode,
+                      instances or "-")
     return table
 
 

@@ -145,6 +145,8 @@ def _host_section(host: Mapping[str, Any]) -> str:
         info.append(f"driver {host['driver_version']}")
     if host.get("gpu_count") is not None:
         info.append(f"{host['gpu_count']} GPUs")
+    if host.get("virtualization"):
+        info.append(f"VM: {host['virtualization']}")
     if host["action"] != "none":
         info.append(f"action {host['action']}")
     head = (

@@ -47,6 +47,8 @@ def host_line(host: Mapping[str, Any]) -> Text:
         mig = gpu.get("mig")
         line.append(f" {gpu['index']}")
         line.append(f"[{mig_cells(mig)}]" if mig else "■", style=cell_style)
+    if host.get("virtualization"):
+        line.append(f"  VM: {host['virtualization']}")
     return line
 
 
