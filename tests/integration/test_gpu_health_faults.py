@@ -315,7 +315,8 @@ def test_xid_from_the_kernel_log_in_the_window(sim_lib_dir: Path, state: Path, t
     assert (got["name"], got["value"], got["gpu"]) == ("xid", [48, 94], gpu_identity(state, 2))
     assert [(e["code"], e["count"], e["level"], e["action"], e["sources"]) for e in got["evidence"]] == [
         (48, 1, "CRITICAL", "reset_gpu", ["kernel"]), (94, 1, "WARNING", "restart_app", ["kernel"])]
-    assert {"source": "kernel", "error": None, "window_s": 7200} in result["health"]["xid_sources"]
+    assert {"source": "kernel", "read_from": "journal", "error": None, "tried": {},
+            "window_s": 7200} in result["health"]["xid_sources"]
     schema = json.loads(resources.files("gpufleet").joinpath("schemas/health_report.schema.json").read_text("utf-8"))
     jsonschema.Draft202012Validator(schema).validate(result["health"])  # the real module's report, as published
 
@@ -448,16 +449,31 @@ def test_temperature_fail_c_zero_is_a_limit(sim_lib_dir: Path, state: Path, tmp_
 def test_unreadable_kernel_log_fails_the_xid_window(sim_lib_dir: Path, state: Path, tmp_path: Path) -> None:
     fake_tool(tmp_path / "bin", "journalctl", "echo 'Failed to open journal: Permission denied' >&2\nexit 1\n")
     rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", xid_kernel_log=True,
-                            fail_on="fail")
+                            xid_kernel_log_sources=["journal"], fail_on="fail")
     assert rc != 0
     error = "journalctl -k failed (rc 1): Failed to open journal: Permission denied"
-    assert {"source": "kernel", "error": error, "window_s": 7200} in result["health"]["xid_sources"]
+    assert {"source": "kernel", "read_from": None, "error": f"journal: {error}", "tried": {"journal": error},
+            "window_s": 7200} in result["health"]["xid_sources"]
     xids = checks_of(result, "xid")
     assert [(c["gpu"]["index"], c["status"]) for c in xids] == [(i, "fail") for i in range(8)]
-    assert xids[0]["message"] == (f"the kernel log could not be read ({error}), so XIDs of the last 7200 s are "
-                                  "unknown (no XID seen through NVML); make journalctl -k readable, or set "
-                                  "xid_kernel_log to false to rely on NVML events of the moment only")
+    assert xids[0]["message"] == (f"the kernel log could not be read (journal: {error}), so XIDs of the last 7200 s "
+                                  "are unknown (no XID seen through NVML); make the journal, /dev/kmsg or dmesg "
+                                  "readable, or set xid_kernel_log to false to rely on NVML events of the moment "
+                                  "only")
     assert result["health"]["failed"] == [f"xid[gpu {i}]" for i in range(8)]
+
+
+def test_a_failing_journal_falls_back_to_this_machines_dev_kmsg(sim_lib_dir: Path, state: Path,
+                                                                 tmp_path: Path) -> None:
+    """Issue 27: the real ring buffer (/dev/kmsg, a character device read record by record without blocking) is
+    read when the journal cannot be: the window is known, so the check passes (no simulated GPU logs there)."""
+    assert Path("/dev/kmsg").is_char_device()
+    fake_tool(tmp_path / "bin", "journalctl", "echo 'Failed to open journal: Permission denied' >&2\nexit 1\n")
+    _rc, result = run_health(sim_lib_dir, state, tmp_path, fake_bin=tmp_path / "bin", xid_kernel_log=True)
+    (kernel,) = [s for s in result["health"]["xid_sources"] if s["source"] == "kernel"]
+    assert (kernel["read_from"], kernel["error"]) == ("kmsg", None)
+    assert kernel["tried"] == {"journal": "journalctl -k failed (rc 1): Failed to open journal: Permission denied"}
+    assert {c["message"] for c in checks_of(result, "xid")} == {"no XID event in the window (kernel log: kmsg)"}
 
 
 # --------------------------------------------------------------------------------------------------- recovery action
