@@ -109,7 +109,7 @@ def test_a_report_becomes_a_host(name: str) -> None:
     assert tuple(gpu["temperature"][k] for k in ("gpu", "shutdown", "slowdown", "gpu_max")) == temperature
     assert tuple(gpu["power"][k] for k in ("enforced_mw", "default_mw", "min_mw", "max_mw")) == power
     assert doc["replay"]["source"] == str(REPORTS[name])
-    assert "MIG instances" in doc["replay"]["not_replayed"]
+    assert "processes" in doc["replay"]["not_replayed"]
 
 
 def test_the_h200_reports_static_fields_land_in_the_state() -> None:
@@ -135,10 +135,29 @@ def test_the_getter_dump_adds_what_the_xml_does_not_say() -> None:
     assert with_dump["gpus"][0]["temperature"]["mem_max"] == 95    # nvmlDeviceGetTemperatureThreshold(2)
 
 
-def test_mig_enabled_gpu_keeps_its_mode_and_a_missing_remapper_is_not_supported() -> None:
+def test_mig_devices_become_gpu_and_compute_instances() -> None:
     gpu = _state("A100-80GB-mig-535")["gpus"][0]
-    assert (gpu["mig"]["current"], gpu["mig"]["pending"], gpu["mig"]["gpu_instances"]) == (1, 1, [])
+    assert (gpu["mig"]["current"], gpu["mig"]["pending"]) == (1, 1)
+    # four MIG devices of GPU instances 3-6, 14 SMs, 19968 MiB, one copy engine and decoder: 1g.20gb (profile 15) at
+    # memory slots 0, 2, 4, 6 (ids 3-6 = 3 + start / 2), one 1c.1g compute instance (profile 0) each
+    assert gpu["mig"]["gpu_instances"] == [
+        {"id": gi, "profile_id": 15, "start": 2 * (gi - 3), "size": 2,
+         "compute_instances": [{"id": 0, "profile_id": 0, "start": 0, "size": 1}]} for gi in (3, 4, 5, 6)]
     assert gpu["remapped_rows"]["supported"] is False   # the report: <remapped_rows>N/A</remapped_rows>
+
+
+@pytest.mark.parametrize(("gi_id", "slots", "placement"), [
+    (0, 8, (0, 8)), (2, 8, (4, 4)), (3, 8, (0, 2)), (6, 8, (6, 2)), (7, 8, (0, 1)), (14, 8, (7, 1)),
+    (0, 4, (0, 4)), (2, 4, (2, 2)), (6, 4, (3, 1)),   # A30: four memory slots
+])
+def test_gpu_instance_ids_follow_the_placement_rule(gi_id: int, slots: int, placement: tuple[int, int]) -> None:
+    assert replay.gi_placement(gi_id, slots) == placement
+
+
+def test_a_gpu_instance_id_past_the_gpu_is_refused() -> None:
+    with pytest.raises(replay.ReplayError) as caught:
+        replay.gi_placement(15, 8)
+    assert str(caught.value) == "GPU instance id 15 does not fit a GPU of 8 memory slots"
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -189,6 +208,20 @@ def _fields(root: ET.Element, paths: dict[str, str]) -> list[dict[str, str | Non
     return [{key: _text(gpu, path) for key, path in paths.items()} for gpu in root.findall("gpu")]
 
 
+#: what a MIG device of the report must show again (the GPU and compute instance the replay rebuilt from its ids)
+MIG_DEVICE = ("gpu_instance_id", "compute_instance_id", "device_attributes/shared/multiprocessor_count",
+              "device_attributes/shared/copy_engine_count", "device_attributes/shared/encoder_count",
+              "device_attributes/shared/decoder_count", "device_attributes/shared/ofa_count",
+              "device_attributes/shared/jpg_count", "fb_memory_usage/total")
+
+
+def _mig_devices(root: ET.Element) -> list[list[dict[str, str | None]]]:
+    """Per GPU, its MIG devices' MIG_DEVICE fields (``mig_device`` anywhere under the GPU: 535.261.03 writes them
+    beside ``mig_devices``)."""
+    return [[{path: device.findtext(path) for path in MIG_DEVICE} for device in gpu.iterfind(".//mig_device")]
+            for gpu in root.findall("gpu")]
+
+
 def _imported(nvml_sim: Callable[..., Any], name: str) -> tuple[Any, list[dict[str, str | None]], dict[str, str]]:
     """The imported host (its fabric manager running where it has NVSwitches: a single-node fabric completes once
     it runs, as on the real host), the report's static fields and the paths to read them from a 535 report."""
@@ -207,7 +240,9 @@ def _imported(nvml_sim: Callable[..., Any], name: str) -> tuple[Any, list[dict[s
 @pytest.mark.parametrize("name", list(REPORTS))
 def test_the_simulated_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str) -> None:
     sim, expected, paths = _imported(nvml_sim, name)
-    assert _fields(_our_xml(sim), paths) == expected
+    ours = _our_xml(sim)
+    assert _fields(ours, paths) == expected
+    assert _mig_devices(ours) == _mig_devices(replay.parse_xml(REPORTS[name].read_text(encoding="utf-8")))
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +268,9 @@ def nvidia_smi_535() -> Callable[[Any], ET.Element]:
 def test_nvidias_nvidia_smi_prints_the_reports_static_fields(nvml_sim: Callable[..., Any], name: str,
                                                              nvidia_smi_535: Callable[[Any], ET.Element]) -> None:
     sim, expected, paths = _imported(nvml_sim, name)
-    assert _fields(nvidia_smi_535(sim), paths) == expected
+    nvidias = nvidia_smi_535(sim)
+    assert _fields(nvidias, paths) == expected
+    assert _mig_devices(nvidias) == _mig_devices(replay.parse_xml(REPORTS[name].read_text(encoding="utf-8")))
 
 
 def test_the_driver_version_is_the_reports_with_a_library_built_for_it(tmp_path: Path) -> None:
@@ -262,7 +299,7 @@ def test_gpusim_host_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{state}: 1 GPUs (H200-141GB) from {REPORTS['H200-vm-580']} and {getters}; not replayed: "
-                          "MIG instances, ")
+                          "processes, ")
     doc = store.load(state)
     assert (doc["gpus"][0]["uuid"], doc["gpus"][0]["nvlink"]["links"]) == (
         "GPU-3a263293-6d8a-f1f0-18a4-c1af043489ce", [])

@@ -12,9 +12,13 @@ A getter dump of the same host (``nvml_getters_dump.py``, JSON lines) adds what 
 host sees the GPUs' NVLinks (a GPU passed through alone to a VM answers NOT_SUPPORTED to every NvLink getter), the
 NVLink version, the absolute temperature thresholds, the fabric and virtualization answers of NVML itself.
 
-Not replayed (listed in the document's ``"replay"`` record): MIG instances, processes, events, clocks event
-counters, utilization; the driver version is recorded there, but the simulated library reports the version it was
-built for (``gpusim build``; ``build.build_library`` for another one).
+MIG devices are rebuilt from their GPU and compute instance ids: the GPU instance's placement follows from its id by
+the driver's placement rule (docs/simulator.md), its profile is the model's profile with that placement, the
+device's memory and the shared engine counts; the compute instance's profile has the device's SM count.
+
+Not replayed (listed in the document's ``"replay"`` record): processes, events, clocks event counters,
+utilization, MIG device UUIDs (the library derives them); the driver version is recorded there, but the simulated
+library reports the version it was built for (``gpusim build``; ``build.build_library`` for another one).
 
 Pure Python, standard library only (and the simulator's own models and presets): the simulator never imports the
 product.
@@ -50,7 +54,7 @@ FABRIC_STATES = ("Not Started", "In Progress", "Completed")
 #: NVSwitch chips of an HGX baseboard by architecture, for a single-node fabric no preset describes: third-generation
 #: NVSwitch on HGX H100/H200 (4), NVLink 5 switch chips on HGX B200 (2) -- NVIDIA's HGX platform pages
 NVSWITCHES_BY_ARCHITECTURE = {9: 4, 10: 2}
-NOT_REPLAYED = ["MIG instances", "processes", "events", "utilization", "clocks event counters",
+NOT_REPLAYED = ["processes", "events", "utilization", "clocks event counters", "MIG device UUIDs (derived)",
                 "the driver version (the simulated library reports the version it was built for)"]
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -252,6 +256,70 @@ def _power_and_clocks(gpu: dict[str, Any], node: ET.Element) -> None:
                                          _text(reasons, tag.replace("event", "throttle")) == "Active")
 
 
+def gi_placement(gi_id: int, slots: int) -> tuple[int, int]:
+    """(start, size) of GPU instance ``gi_id`` on a GPU of ``slots`` memory slots (8, or 4 on A30): the driver's
+    placement rule, the memory axis as a binary heap (docs/simulator.md, "Notes")."""
+    size, first = slots, 0
+    while size >= 1:
+        count = slots // size
+        if gi_id < first + count:
+            return (gi_id - first) * size, size
+        first += count
+        size //= 2
+    raise ReplayError(f"GPU instance id {gi_id} does not fit a GPU of {slots} memory slots")
+
+
+def _shared(device: ET.Element, tag: str) -> int | None:
+    return _int(device, f"device_attributes/shared/{tag}")
+
+
+def _mig_devices(gpu: dict[str, Any], node: ET.Element, inferred: list[str]) -> None:
+    """The GPU's GPU and compute instances from the report's MIG devices (``mig_device`` anywhere under the GPU:
+    535.261.03 writes them beside ``mig_devices``, others inside)."""
+    mig = gpu["mig"]
+    devices = node.findall(".//mig_device")
+    if not devices or not mig["supported"]:
+        return
+    slots = max(start + size for p in mig["gi_profiles"] for start, size in p["placements"])
+    instances: dict[int, dict[str, Any]] = {}
+    for device in devices:
+        gi_id, ci_id = _int(device, "gpu_instance_id"), _int(device, "compute_instance_id")
+        if gi_id is None or ci_id is None:
+            inferred.append(f"GPU {gpu['uuid']}: a MIG device without instance ids left out")
+            continue
+        start, size = gi_placement(gi_id, slots)
+        engines = {"copy_engines": _shared(device, "copy_engine_count"), "decoders": _shared(device, "decoder_count"),
+                   "encoders": _shared(device, "encoder_count"), "jpegs": _shared(device, "jpg_count"),
+                   "ofas": _shared(device, "ofa_count")}
+        memory = _int(device, "fb_memory_usage/total")
+        profiles = [p for p in mig["gi_profiles"] if [start, size] in p["placements"] and
+                    all(value is None or p.get(key) == value for key, value in engines.items())]
+        if not profiles:
+            raise ReplayError(f"GPU {gpu['uuid']}: no GPU instance profile of {gpu['model']} has GPU instance "
+                              f"{gi_id}'s placement (slots {start}-{start + size - 1}) and engines; the model's MIG "
+                              "tables do not describe this GPU")
+        # the same profile's memory differs a little between driver builds (the MIG tables of H200 on 550 and 580)
+        gip = min(profiles, key=lambda p: abs(p["memory_mib"] - memory) if memory is not None else 0)
+        if memory is not None and gip["memory_mib"] != memory:
+            inferred.append(f"GPU {gpu['uuid']} GPU instance {gi_id}: profile {gip['name']} has "
+                            f"{gip['memory_mib']} MiB in the model, {memory} MiB in the report")
+        gi = instances.setdefault(gi_id, {"id": gi_id, "profile_id": gip["id"], "start": start, "size": size,
+                                          "compute_instances": []})
+        sms = _shared(device, "multiprocessor_count")
+        cips = [c for c in mig["ci_profiles"][str(gip["slices"])] if sms is None or c["sms"] == sms]
+        if not cips:
+            raise ReplayError(f"GPU {gpu['uuid']}: no compute instance profile of {gip['name']} has {sms} SMs")
+        cip = cips[-1]
+        used = {(ci["start"], ci["size"]) for ci in gi["compute_instances"]}
+        taken = {slot for ci_start, ci_size in used for slot in range(ci_start, ci_start + ci_size)}
+        free = [(a, b) for a, b in cip["placements"] if not taken & set(range(a, a + b))]
+        if not free:
+            raise ReplayError(f"GPU {gpu['uuid']}: GPU instance {gi_id} has no room for compute instance {ci_id}")
+        gi["compute_instances"].append({"id": ci_id, "profile_id": cip["id"], "start": free[0][0],
+                                        "size": free[0][1]})
+    mig["gpu_instances"] = sorted(instances.values(), key=lambda gi: gi["id"])
+
+
 def _gpu(node: ET.Element, index: int, inferred: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The state object of one ``<gpu>`` element, and what the report says of its fabric."""
     name = _text(node, "product_name")
@@ -282,6 +350,7 @@ def _gpu(node: ET.Element, index: int, inferred: list[str]) -> tuple[dict[str, A
     if gpu["mig"]["supported"]:
         _set(gpu["mig"], "current", _flag(node, "mig_mode/current_mig"))
         _set(gpu["mig"], "pending", _flag(node, "mig_mode/pending_mig"))
+        _mig_devices(gpu, node, inferred)
     _ecc(gpu, node)
     _memory_health(gpu, node, inferred)
     _temperature(gpu, node)
