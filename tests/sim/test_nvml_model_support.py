@@ -44,6 +44,9 @@ DOCUMENTED = {
 # nvmlDeviceGetVirtualizationMode: 0 NONE (bare metal) unless listed; 1 PASSTHROUGH is what the real H200 in a VM
 # answers (ground truth h200-sxm-passthrough-r580)
 VIRTUALIZATION = {"1xH200-passthrough": 1}
+# nvmlDeviceGetDisplayMode: 0 (Disabled) unless listed; the real H200 on 580 answers 1 (getter dump of
+# h200-sxm-passthrough-r580; its nvidia-smi -q prints "Display Attached: Yes"), display active 0 all the same
+DISPLAY_MODE = {"1xH200": 1, "1xH200-passthrough": 1}
 
 
 def test_every_preset_has_its_documented_support() -> None:
@@ -68,7 +71,7 @@ def test_model_dependent_support(nvml_sim: Callable[..., Any], preset: str) -> N
     """)
     mig, remap, retire, nvlink = DOCUMENTED[preset]
     assert r == {"fan": NOT_SUPPORTED, "mig": mig, "remap": remap, "retire": retire, "nvlink": nvlink,
-                 "display": [0, 0], "virtualization": VIRTUALIZATION.get(preset, 0)}
+                 "display": [DISPLAY_MODE.get(preset, 0), 0], "virtualization": VIRTUALIZATION.get(preset, 0)}
 
 
 def test_field_values_power_limits_and_thresholds(nvml_sim: Callable[..., Any]) -> None:

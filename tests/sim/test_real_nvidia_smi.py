@@ -152,6 +152,11 @@ def _watts(mw: int) -> str:
     return f"{mw / 1000:.2f}"
 
 
+# models whose display mode NVML reports 1 though no display is attached: the real H200 on 580 (getter dump of
+# tests/data/ground-truth/h200-sxm-passthrough-r580; its nvidia-smi -q: "Display Attached: Yes")
+DISPLAY_MODE_ENABLED = {"H200-141GB"}
+
+
 def expected_query(doc: dict[str, Any], g: dict[str, Any]) -> dict[str, str]:
     """What nvidia-smi --query-gpu prints (csv,noheader,nounits) for GPU ``g``, from the state and NVIDIA's
     documented formats (nvidia-smi --help-query-gpu)."""
@@ -167,7 +172,8 @@ def expected_query(doc: dict[str, Any], g: dict[str, Any]) -> dict[str, str]:
         "pci.sub_device_id": f"0x{pci['pci_subsystem_id']:08X}", "driver_version": DRIVER_VERSION,
         "vbios_version": g["vbios_version"], "inforom.img": g["inforom_image_version"],
         "persistence_mode": ON_OFF[g["persistence_mode"]], "compute_mode": COMPUTE_MODES[g["compute_mode"]],
-        "pstate": f"P{g['performance_state']}", "display_mode": "Disabled", "display_active": "Disabled",
+        "pstate": f"P{g['performance_state']}", "display_active": "Disabled",
+        "display_mode": "Enabled" if g["model"] in DISPLAY_MODE_ENABLED else "Disabled",
         "accounting.mode": "Disabled",
         "pcie.link.gen.current": str(g["pcie"]["gen"]), "pcie.link.gen.max": str(g["pcie"]["max_gen"]),
         "pcie.link.gen.gpumax": str(g["pcie"]["gpu_max_gen"]), "pcie.link.width.current": str(g["pcie"]["width"]),

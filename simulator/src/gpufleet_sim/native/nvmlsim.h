@@ -406,6 +406,10 @@ nvmlReturn_t sim_copy_str(const char *src, char *buf, unsigned int length);
 
 /* MIG helpers shared by the MIG files */
 int sim_mig_enabled(const cJSON *g);
+/* nvmlsim_board.c: the model's "nvml" block (models/<model>.json, from real transcripts; NULL without one) */
+const cJSON *sim_model_nvml(const cJSON *g);
+unsigned long long sim_supported_events(const cJSON *g);
+int sim_board_field(const cJSON *g, nvmlFieldValue_t *v);
 cJSON *sim_gi_profile_by_id(const cJSON *g, unsigned int id);
 cJSON *sim_ci_table(const cJSON *g, const cJSON *gi_profile);
 cJSON *sim_ci_profile_by_id(const cJSON *table, unsigned int id);

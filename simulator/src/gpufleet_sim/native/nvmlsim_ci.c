@@ -580,8 +580,12 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, un
         return rc;
     if (r.gi >= 0 || !migDevice)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!sim_jbool(r.g, "mig.supported", 0) || !sim_mig_enabled(r.g))
+    if (!sim_jbool(r.g, "mig.supported", 0))
         return NVML_ERROR_NOT_SUPPORTED;
+    /* MIG off: the real H200 on 580 finds no device at any index (NOT_FOUND, the getter dump); models without a
+     * real transcript keep NOT_SUPPORTED */
+    if (!sim_mig_enabled(r.g))
+        return sim_model_nvml(r.g) ? NVML_ERROR_NOT_FOUND : NVML_ERROR_NOT_SUPPORTED;
     if (index >= max_mig_devices(r.g))
         return NVML_ERROR_INVALID_ARGUMENT;
     n = sim_mig_devices(r.g, gis, cis, SIM_MAX_GI * SIM_MAX_CI);
@@ -613,8 +617,8 @@ static nvmlReturn_t mig_id(const char *fn, nvmlDevice_t device, int want_ci, uns
         return rc;
     if (!id)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (r.gi < 0)
-        return NVML_ERROR_NOT_SUPPORTED;
+    if (r.gi < 0) /* a whole GPU: the real H200 on 580 says INVALID_ARGUMENT (the getter dump) */
+        return sim_model_nvml(r.g) ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
     *id = (unsigned int)(want_ci ? r.ci : r.gi);
     return NVML_SUCCESS;
 }

@@ -523,9 +523,12 @@ SIM_API const char *nvmlErrorString(nvmlReturn_t result)
     return "Unknown Error";
 }
 
+/* the CUDA driver API version each branch ships: 580 -> 13.0 (the real H200 on 580.159.04: 13000, "CUDA Version:
+ * 13.0"; tests/data/ground-truth/h200-sxm-passthrough-r580), 570 -> 12.8, 550 -> 12.4, 535 -> 12.2 */
 static int cuda_version(void)
 {
     switch (atoi(SIM_DRIVER_VERSION)) {
+    case 580: return 13000;
     case 570: return 12080;
     case 550: return 12040;
     case 535: return 12020;

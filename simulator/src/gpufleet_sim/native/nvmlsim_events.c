@@ -67,7 +67,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsig
         return rc;
     if (!eventTypes)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *eventTypes = SIM_SUPPORTED_EVENTS;
+    *eventTypes = sim_supported_events(r.g);
     return NVML_SUCCESS;
 }
 
@@ -84,7 +84,7 @@ SIM_API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long
     s = resolve_set(set);
     if (!s)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (eventTypes & ~SIM_SUPPORTED_EVENTS)
+    if (eventTypes & ~sim_supported_events(r.g))
         return NVML_ERROR_NOT_SUPPORTED;
     reg = &s->reg[r.gpu];
     if (!reg->registered) {

@@ -44,6 +44,19 @@ cJSON *sim_gi_profile_by_id(const cJSON *g, unsigned int id)
     return NULL;
 }
 
+/* a profile id the driver knows and this board does not offer (the model block's "unoffered_gi_profile_ids": on
+ * the H200 on 580, ids 6 and 10 answer NOT_FOUND / NOT_SUPPORTED where other unknown ids are INVALID_ARGUMENT) */
+static int unoffered_profile(const cJSON *g, unsigned int id)
+{
+    const cJSON *m = sim_model_nvml(g), *p;
+    cJSON_ArrayForEach(p, sim_jpath(m, "unoffered_gi_profile_ids"))
+    {
+        if (cJSON_IsNumber(p) && (unsigned int)p->valuedouble == id)
+            return 1;
+    }
+    return 0;
+}
+
 static int placement_of(const cJSON *pl, unsigned int *start, unsigned int *size)
 {
     if (cJSON_GetArraySize(pl) != 2)
@@ -321,6 +334,7 @@ static nvmlReturn_t fill_gi_info_versioned(void *info, const cJSON *prof)
         GI_COMMON_FIELDS(v2, prof);
         v2->isP2pSupported = (unsigned int)sim_jint(prof, "p2p", 0);
         fill_name(v2->name, prof);
+        v2->version = 0; /* the real driver hands a v2 struct back with version 0 (H200, 580.159.04 getter dump) */
         return NVML_SUCCESS;
     }
     if (version == nvmlGpuInstanceProfileInfo_v3) {
@@ -389,7 +403,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t devic
         return rc;
     prof = sim_gi_profile_by_id(r.g, profileId);
     if (!prof)
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return unoffered_profile(r.g, profileId) ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INVALID_ARGUMENT;
     return fill_gi_info_versioned(info, prof);
 }
 
@@ -426,17 +440,27 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t 
     return NVML_SUCCESS;
 }
 
-/* resolve + MIG on + known profile id: the common prologue of capacity, create and list */
-static nvmlReturn_t mig_profile(const char *fn, nvmlDevice_t device, unsigned int profileId, sim_ref_t *r,
-                                cJSON **prof)
+/* resolve + MIG on + known profile id: the common prologue of capacity, create and list. `query`: a read that
+ * the real driver answers with MIG off too (the H200 on 580 lists its profiles and their capacity with MIG
+ * disabled: mig_lgip.txt and the getter dump); only models with a real transcript do so here. */
+static nvmlReturn_t mig_profile_q(const char *fn, nvmlDevice_t device, unsigned int profileId, sim_ref_t *r,
+                                  cJSON **prof, int query)
 {
     nvmlReturn_t rc = sim_dev(fn, device, 0, r);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (!sim_mig_enabled(r->g))
+    if (!sim_mig_enabled(r->g) && !(query && sim_jbool(r->g, "mig.supported", 0) && sim_model_nvml(r->g)))
         return NVML_ERROR_NOT_SUPPORTED;
     *prof = sim_gi_profile_by_id(r->g, profileId);
-    return *prof ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    if (*prof)
+        return NVML_SUCCESS;
+    return query && unoffered_profile(r->g, profileId) ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static nvmlReturn_t mig_profile(const char *fn, nvmlDevice_t device, unsigned int profileId, sim_ref_t *r,
+                                cJSON **prof)
+{
+    return mig_profile_q(fn, device, profileId, r, prof, 0);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
@@ -445,7 +469,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t devi
     SIM_LOCKED;
     sim_ref_t r;
     cJSON *prof;
-    nvmlReturn_t rc = mig_profile(__func__, device, profileId, &r, &prof);
+    nvmlReturn_t rc = mig_profile_q(__func__, device, profileId, &r, &prof, 1);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!count)
@@ -585,8 +609,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned 
         return rc;
     if (!gpuInstance)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!sim_mig_enabled(r.g))
-        return NVML_ERROR_NOT_SUPPORTED;
+    if (!sim_mig_enabled(r.g)) /* the real H200 on 580: NOT_FOUND for every id with MIG off (getter dump) */
+        return sim_jbool(r.g, "mig.supported", 0) && sim_model_nvml(r.g) ? NVML_ERROR_NOT_FOUND
+                                                                          : NVML_ERROR_NOT_SUPPORTED;
     if (id >= SIM_MAX_GI || !sim_find_by_id(sim_jpath(r.g, "mig.gpu_instances"), id))
         return NVML_ERROR_NOT_FOUND;
     *gpuInstance = &g_sim_gi[r.gpu][id];

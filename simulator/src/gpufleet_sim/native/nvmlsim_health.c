@@ -299,8 +299,13 @@ static nvmlReturn_t clock_info(const char *fn, nvmlDevice_t device, const char *
     static const char *const names[] = {"graphics", "sm", "mem", "video"};
     char path[64];
     DEV_PROLOGUE(fn, device);
-    if (type >= 4 || !clock)
+    if (!clock)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /* past NVML_CLOCK_COUNT: the real H200 on 580 says NOT_SUPPORTED for the current clock, INVALID_ARGUMENT for
+     * the maximum (getter dump); models without a real transcript INVALID_ARGUMENT for both */
+    if (type >= 4)
+        return strcmp(which, "current") == 0 && sim_model_nvml(r.g) ? NVML_ERROR_NOT_SUPPORTED
+                                                                     : NVML_ERROR_INVALID_ARGUMENT;
     strcpy(path, "clocks.");
     strcat(path, which);
     strcat(path, ".");

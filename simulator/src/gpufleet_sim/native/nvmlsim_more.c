@@ -295,6 +295,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
         v->latencyUsec = 0;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         memset(&v->value, 0, sizeof(v->value));
+        if (sim_board_field(r.g, v)) /* fields a real transcript shows for the model (nvmlsim_board.c) */
+            continue;
         if (v->fieldId == FI_DEV_NVLINK_GET_STATE || v->fieldId == FI_DEV_NVLINK_GET_SPEED ||
             (v->fieldId >= FI_DEV_NVLINK_ERROR_DL_REPLAY && v->fieldId <= FI_DEV_NVLINK_ERROR_DL_CRC)) {
             v->nvmlReturn = nvlink_field(r.g, v->fieldId, v->scopeId, &v->value.uiVal);
@@ -314,24 +316,28 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
 
 /* ------------------------------------------------------------------------ modes with a fixed answer */
 
-/* data-centre boards drive no display: the mode is reported, and it is off */
-static nvmlReturn_t display_off(const char *fn, nvmlDevice_t device, nvmlEnableState_t *mode)
+/* data-centre boards drive no display: the mode is reported, and it is off. The real H200 on 580 answers
+ * nvmlDeviceGetDisplayMode 1 all the same (getter dump; its nvidia-smi prints "Display Attached: Yes"): a model
+ * with a real transcript takes the block's "display_mode" there (`model_key`) */
+static nvmlReturn_t display_off(const char *fn, nvmlDevice_t device, nvmlEnableState_t *mode, const char *model_key)
 {
+    const cJSON *m;
     DEV_PROLOGUE(fn, device, 0);
     if (!mode)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = 0;
+    m = model_key ? sim_model_nvml(r.g) : NULL;
+    *mode = m ? (nvmlEnableState_t)sim_jint(m, model_key, 0) : 0;
     return NVML_SUCCESS;
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display)
 {
-    return display_off(__func__, device, display);
+    return display_off(__func__, device, display, "display_mode");
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
 {
-    return display_off(__func__, device, isActive);
+    return display_off(__func__, device, isActive, NULL);
 }
 
 /* accounting is off unless the state says otherwise (the driver's default after boot) */
@@ -490,19 +496,29 @@ SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Me
 
 /* ------------------------------------------------------------------------------------ clocks, power */
 
-/* NVML_CLOCK_ID_CURRENT is the state's current clock; application-clock targets and the customer boost clock
- * are not in the state (NOT_SUPPORTED) */
+/* NVML_CLOCK_ID_CURRENT is the state's current clock. The application-clock target and default (ids 1, 2) and the
+ * customer boost clock (3) answer for a model with a real transcript (nvmlsim_board.c: the maximum clocks; video
+ * NOT_SUPPORTED; the H200 on 580 getter dump for ids 0-2, id 3 as nvmlDeviceGetMaxCustomerBoostClock), where a
+ * clock type past NVML_CLOCK_COUNT is NOT_SUPPORTED for the current clock and INVALID_ARGUMENT otherwise; other
+ * models: NOT_SUPPORTED (not in the state). */
 SIM_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int clockId,
                                         unsigned int *clockMHz)
 {
     static const char *const paths[] = {"clocks.current.graphics", "clocks.current.sm", "clocks.current.mem",
                                         "clocks.current.video"};
+    static const char *const max_paths[] = {"clocks.max.graphics", "clocks.max.sm", "clocks.max.mem"};
+    int board;
     DEV_PROLOGUE(__func__, device, 0);
+    board = sim_model_nvml(r.g) != NULL;
+    if (board && clockType >= 4 && clockId == 0 && clockMHz)
+        return NVML_ERROR_NOT_SUPPORTED;
     if (clockType >= 4 || clockId >= 4 || !clockMHz)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (clockId != 0)
+    if (clockId == 0)
+        return sim_get_u32(r.g, paths[clockType], clockMHz);
+    if (!board || clockType == 3 || (clockId == 3 && clockType == 2))
         return NVML_ERROR_NOT_SUPPORTED;
-    return sim_get_u32(r.g, paths[clockType], clockMHz);
+    return sim_get_u32(r.g, max_paths[clockType], clockMHz);
 }
 
 /* power management (limits, readings) is on wherever the state has a power object */

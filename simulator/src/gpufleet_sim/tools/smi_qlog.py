@@ -144,8 +144,10 @@ def gpu_blocks(smi: Smi, gpu: Gpu) -> list[Block]:
              line(2, "Virtualization Mode", VIRTUALIZATION.get(virt, NA) if virt != NA else NA),
              line(2, "Host VGPU Mode", NA if call(nv.nvmlDeviceGetHostVgpuMode, h) == NA else "Non SR-IOV")]
     blocks += [(FULL, False, head),
-               ("RESET_STATUS", False, [line(1, "GPU Reset Status"), line(2, "Reset Required", NA),
-                                        line(2, "Drain and Reset Recommended", NA)]),
+               ("RESET_STATUS", False, [line(1, "GPU Reset Status"),
+                                        line(2, "Reset Required", _yes_no(field_value(smi, h, FI_RESET_STATUS))),
+                                        line(2, "Drain and Reset Recommended",
+                                             _yes_no(field_value(smi, h, FI_DRAIN_AND_RESET_STATUS)))]),
                (FULL, False, [line(1, "IBMNPU"), line(2, "Relaxed Ordering Mode", EXPORT_TABLE),
                               *_pci(smi, gpu, pci),
                               line(1, "Fan Speed", _unit(call(nv.nvmlDeviceGetFanSpeed, h), "%"))])]
@@ -162,8 +164,10 @@ def gpu_blocks(smi: Smi, gpu: Gpu) -> list[Block]:
                ("COMPUTE", False, [line(1, "Compute Mode", COMPUTE_MODES.get(call(nv.nvmlDeviceGetComputeMode, h),
                                                                              NA))]),
                ("UTILIZATION", False, util),
-               ("UTILIZATION", True, [*_samples("GPU Utilization Samples"), *_samples("Memory Utilization Samples"),
-                                      *_samples("ENC Utilization Samples"), *_samples("DEC Utilization Samples")]),
+               ("UTILIZATION", True, [*_samples(smi, h, "GPU Utilization Samples", 1, "%"),
+                                      *_samples(smi, h, "Memory Utilization Samples", 2, "%"),
+                                      *_samples(smi, h, "ENC Utilization Samples", 3, "%"),
+                                      *_samples(smi, h, "DEC Utilization Samples", 4, "%")]),
                ("ENCODER_STATS", False, encoder),
                ("FBC_STATS", False, fbc),
                ("ECC", False, [line(1, "ECC Mode"), line(2, "Current", _field(smi, gpu, "ecc.mode.current")),
@@ -176,21 +180,80 @@ def gpu_blocks(smi: Smi, gpu: Gpu) -> list[Block]:
                                                     line(2, "Max", NA)])]
     power, module = _power(smi, gpu)
     clocks, policy = _clocks(smi, gpu)
-    blocks += [("POWER", False, power), ("POWER", True, _samples("Power Samples")), ("POWER", False, module),
+    blocks += [("POWER", False, power), ("POWER", True, _samples(smi, h, "Power Samples", 0, "W")),
+               ("POWER", False, module),
                ("CLOCK", False, clocks),
-               ("CLOCK", True, [*_samples("SM Clock Samples"), *_samples("Memory Clock Samples")]),
+               ("CLOCK", True, [*_samples(smi, h, "SM Clock Samples", 5, "MHz"),
+                                *_samples(smi, h, "Memory Clock Samples", 6, "MHz")]),
                ("CLOCK", False, policy),
                ("VOLTAGE", False, [line(1, "Voltage"), line(2, "Graphics", EXPORT_TABLE)]),
-               ("SUPPORTED_CLOCKS", True, [line(1, "Supported Clocks", NA)]),
+               ("SUPPORTED_CLOCKS", True, _supported_clocks(smi, h)),
                (FULL, False, _fabric(smi, gpu)),
                ("PIDS", False, _processes(smi, gpu)),
-               ("ACCOUNTING", True, [line(1, "Accounted Processes", NA)])]
+               ("ACCOUNTING", True, [line(1, "Accounted Processes", accounted_processes(smi, h))])]
     return blocks
 
 
-def _samples(title: str) -> list[str]:
-    """A samples block: nvmlDeviceGetSamples answers NOT_SUPPORTED, so every value is N/A."""
-    return [line(1, title), *(line(2, key, NA) for key in ("Duration", "Number of Samples", "Max", "Min", "Avg"))]
+# field ids (nvml.h) 535 reads for the reset status and the PCIe replay rollovers
+FI_PCIE_REPLAY_ROLLOVER_COUNTER, FI_RESET_STATUS, FI_DRAIN_AND_RESET_STATUS = 95, 226, 227
+SAMPLE_KEYS = ("Duration", "Number of Samples", "Max", "Min", "Avg")
+
+
+def field_value(smi: Smi, h: Any, field_id: int) -> Any:
+    """One field's unsigned value (nvmlDeviceGetFieldValues), N/A when the library does not report it."""
+    values = smi.call(smi.nvml.nvmlDeviceGetFieldValues, h, [field_id])
+    if values == NA or values[0].nvmlReturn != 0:
+        return NA
+    return int(values[0].value.uiVal)
+
+
+def _samples(smi: Smi, h: Any, title: str, kind: int, unit: str) -> list[str]:
+    """A samples block as 535 prints nvmlDeviceGetSamples' answer: N/A where not supported, Not Found where no
+    sample was taken, else the span, the count and max/min/average (power in W from mW)."""
+    nv = smi.nvml
+    try:
+        _kind, samples = nv.nvmlDeviceGetSamples(h, kind, 0)
+    except nv.NVMLError_NotFound:
+        return [line(1, title), *(line(2, key, "Not Found") for key in SAMPLE_KEYS)]
+    except nv.NVMLError:
+        return [line(1, title), *(line(2, key, NA) for key in SAMPLE_KEYS)]
+    if not samples:
+        return [line(1, title), *(line(2, key, NA) for key in SAMPLE_KEYS)]
+    values = [s.sampleValue.uiVal for s in samples]
+    span = (samples[-1].timeStamp - samples[0].timeStamp) / 1e6
+
+    def shown(value: float) -> str:
+        return f"{value / 1000:.2f} W" if unit == "W" else f"{int(value)} {unit}"
+
+    return [line(1, title), line(2, "Duration", f"{span:.2f} sec"), line(2, "Number of Samples", len(values)),
+            line(2, "Max", shown(max(values))), line(2, "Min", shown(min(values))),
+            line(2, "Avg", shown(sum(values) / len(values)))]
+
+
+def supported_memory_clocks(smi: Smi, h: Any) -> Any:
+    """[(memory MHz, [graphics MHz] or N/A)] from NVML, or N/A where the board lists none."""
+    nv = smi.nvml
+    memory = smi.call(nv.nvmlDeviceGetSupportedMemoryClocks, h)
+    if memory == NA:
+        return NA
+    return [(mem, smi.call(nv.nvmlDeviceGetSupportedGraphicsClocks, h, mem)) for mem in memory]
+
+
+def _supported_clocks(smi: Smi, h: Any) -> list[str]:
+    clocks = supported_memory_clocks(smi, h)
+    if clocks == NA:
+        return [line(1, "Supported Clocks", NA)]
+    out = [line(1, "Supported Clocks")]
+    for mem, graphics in clocks:
+        out.append(line(2, "Memory", f"{mem} MHz"))
+        out += [line(3, "Graphics", NA)] if graphics == NA else [line(3, "Graphics", f"{g} MHz") for g in graphics]
+    return out
+
+
+def accounted_processes(smi: Smi, h: Any) -> Any:
+    """'None' when accounting lists no process, N/A where the board does not answer (535's wording)."""
+    pids = smi.call(smi.nvml.nvmlDeviceGetAccountingPids, h)
+    return NA if pids == NA else ("None" if not pids else NA)
 
 
 def _yes_no(value: Any) -> Any:
@@ -231,7 +294,7 @@ def _pci(smi: Smi, gpu: Gpu, pci: Any) -> list[str]:
             line(3, "Type", NA if bridge == NA else bridge.bridgeChipInfo[0].type),
             line(3, "Firmware", NA if bridge == NA else bridge.bridgeChipInfo[0].fwVersion),
             line(2, "Replays Since Reset", call(nv.nvmlDeviceGetPcieReplayCounter, h)),
-            line(2, "Replay Number Rollovers", NA),
+            line(2, "Replay Number Rollovers", field_value(smi, h, FI_PCIE_REPLAY_ROLLOVER_COUNTER)),
             line(2, "Tx Throughput", _unit(throughput[0], "KB/s")),
             line(2, "Rx Throughput", _unit(throughput[1], "KB/s")),
             line(2, "Atomic Caps Inbound", EXPORT_TABLE),
@@ -254,7 +317,9 @@ def _memory(smi: Smi, gpu: Gpu) -> list[str]:
     bar1 = call(nv.nvmlDeviceGetBAR1MemoryInfo, h)
     out += _usage(1, "BAR1 Memory Usage", *((NA,) * 3 if bar1 == NA else
                                              (_mib(bar1.bar1Total), _mib(bar1.bar1Used), _mib(bar1.bar1Free))))
-    return out + _usage(1, "Conf Compute Protected Memory Usage", NA, NA, NA)
+    protected = call(nv.nvmlDeviceGetConfComputeProtectedMemoryUsage, h)
+    return out + _usage(1, "Conf Compute Protected Memory Usage", *((NA,) * 3 if protected == NA else (
+        _mib(protected.total), _mib(protected.used), _mib(protected.free))))
 
 
 def _utilization(smi: Smi, gpu: Gpu) -> tuple[list[str], list[str], list[str]]:

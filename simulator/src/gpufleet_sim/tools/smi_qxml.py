@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from . import _common
 from .smi_common import NA, Gpu, Smi
-from .smi_qlog import KEY_WIDTH, gpu_blocks
+from .smi_qlog import KEY_WIDTH, accounted_processes, gpu_blocks, supported_memory_clocks
 from .smi_report import process_rows
 
 # element names by label; a (parent label, label) key wins over the label alone
@@ -192,8 +192,23 @@ def _gpu(smi: Smi, gpu: Gpu) -> list[str]:
                 out += ["\t\t</mig_device>"]
             out.append("\t\t</mig_devices>")
         if label == "Fabric":
-            out.append("\t\t<supported_clocks>N/A</supported_clocks>")
+            out += _supported_clocks(smi, gpu)
+    if accounted_processes(smi, gpu.handle) == "None":
+        return [*out, "\t\t<accounted_processes>", "\t\t</accounted_processes>"]
     return [*out, "\t\t<accounted_processes>N/A</accounted_processes>"]
+
+
+def _supported_clocks(smi: Smi, gpu: Gpu) -> list[str]:
+    clocks = supported_memory_clocks(smi, gpu.handle)
+    if clocks == NA:
+        return ["\t\t<supported_clocks>N/A</supported_clocks>"]
+    out = ["\t\t<supported_clocks>"]
+    for mem, graphics in clocks:
+        out += ["\t\t\t<supported_mem_clock>", f"\t\t\t\t<value>{mem} MHz</value>"]
+        out += (["\t\t\t\t<supported_graphics_clock>N/A</supported_graphics_clock>"] if graphics == NA else
+                [f"\t\t\t\t<supported_graphics_clock>{g} MHz</supported_graphics_clock>" for g in graphics])
+        out.append("\t\t\t</supported_mem_clock>")
+    return [*out, "\t\t</supported_clocks>"]
 
 
 def _retired_pages(smi: Smi, gpu: Gpu) -> list[str]:
