@@ -491,3 +491,41 @@ def test_the_drivers_recovery_action_is_read_through_field_230(sim_lib_dir: Path
     assert (got["name"], got["gpu"], got["value"], got["level"], got["action"]) == (
         "recovery_action", gpu_identity(state, 3), "node reboot", "CRITICAL", "reboot")
     assert result["health"]["gpus"][3]["action"] == "reboot"
+
+
+# --------------------------------------------------------------------------------------------------- replayed nodes
+
+GROUND_TRUTH = ROOT / "tests" / "data" / "ground-truth"
+#: every real `nvidia-smi -q -x` in the project, and the verdict its node should get, read from the transcript
+REPLAYED = [
+    # the real H200 in a one-GPU VM (580.159.04): healthy; was CRITICAL, drain before issue 27
+    ("h200-sxm-passthrough-r580/nvidia-smi/qx.xml", False, "PASS", []),
+    # an A100 40GB passed through to a VM (570.148.08): healthy
+    ("public/A100_SXM4_40GB__xml__1.txt", False, "PASS", []),
+    # an A100 80GB with MIG on (535.54.03): the transcript says <persistence_mode>Disabled</persistence_mode>
+    ("public/A100_SXM4_80GB__xml__1.txt", False, "CRITICAL", ["persistence_mode[gpu 0]"]),
+    # a GB200 NVL72 tray (580.173.02): fabric Completed with clique 2 and a cluster UUID - healthy
+    ("public/GB200__xml__1.txt", False, "PASS", []),
+    # an HGX H100 node (580.105.08), its fabric manager running: Completed with clique 0 - healthy single node
+    ("public/H100_SXM_HGX__xml__1.txt", True, "PASS", []),
+]
+
+
+@pytest.mark.parametrize(("transcript", "fabric_manager", "level", "failed"), REPLAYED,
+                         ids=[Path(r[0]).parts[0] if r[0].startswith("h200") else Path(r[0]).stem for r in REPLAYED])
+def test_a_replayed_real_node_gets_the_verdict_it_should(sim_lib_dir: Path, tmp_path: Path, transcript: str,
+                                                         fabric_manager: bool, level: str, failed: list[str]) -> None:
+    """Issue 27: a real node's report, replayed by `gpusim host import`, judged by the real module."""
+    path = tmp_path / "state.json"
+    proc = subprocess.run([str(Path(VENV_PYTHON).parent / "gpusim"), "host", "import", "--nvidia-smi-xml",
+                           str(GROUND_TRUTH / transcript), "--state", str(path)],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    with store.transaction(path) as doc:
+        doc["require_root"] = False
+        if fabric_manager:  # a provisioned NVSwitch node runs it; this test process stands in for it
+            hardware.register_client_in(doc, os.getpid(), "nv-fabricmanager")
+    _rc, result = run_health(sim_lib_dir, path, tmp_path)
+    health = result["health"]
+    assert (health["level"], health["failed"]) == (level, failed), [
+        (c["name"], c["message"]) for c in health["checks"] if c["level"] != "PASS"]
