@@ -23,6 +23,21 @@ def test_report_is_healthy_after_the_fault_was_cleared(host) -> None:
         (g["index"], g["uuid"], g["pci"]["bus_id"]) for g in gpus]
 
 
+def test_kernel_log_read_from_kmsg_where_the_journal_has_no_kernel_message(host) -> None:
+    """Issue 27: the container's journald holds no kernel message, so the XID window comes from /dev/kmsg."""
+    (kernel,) = [s for s in _report(host)["xid_sources"] if s["source"] == "kernel"]
+    assert (kernel["read_from"], kernel["error"]) == ("kmsg", None)
+    assert kernel["tried"] == {"journal": "the journal holds no kernel message of this boot (journald does not "
+                                          "read the kernel log here)"}
+
+
+def test_fabric_is_single_node_with_clique_zero(host) -> None:
+    """An HGX H100 completes its fabric with clique 0 and a zero cluster UUID (real 580 transcript): healthy."""
+    fabric = [c for c in _report(host)["checks"] if c["name"] == "fabric"]
+    assert {(c["status"], c["message"]) for c in fabric} == {
+        ("ok", "GPU fabric completed (single-node: clique 0, no cluster UUID)")}
+
+
 def test_fabric_manager_checked_and_active(host) -> None:
     (fm,) = [c for c in _report(host)["checks"] if c["name"] == "fabric_manager"]
     assert (fm["status"], fm["value"]) == ("ok", "active")

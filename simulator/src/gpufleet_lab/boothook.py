@@ -12,6 +12,11 @@ system and this machine's files are both visible. It:
 2. tells the simulated hardware that it was powered on with that boot id
    (:func:`gpufleet_sim.power.power_on` on ``/var/lib/nvidia-sim/state.json`` in the container): the simulator
    applies what a power cycle does, once per boot id.
+3. gives the host an empty kernel ring buffer of its own at ``/dev/kmsg`` (a regular file, 0600 root, in the
+   container's fresh ``/dev``), where a test writes ``NVRM: Xid`` records in the kernel's record format as the
+   driver would. A container sees neither the machine's ring buffer (podman does not pass ``/dev/kmsg``) nor its
+   kernel messages in its journal, as on hosts whose journald does not read the kernel log; gpu_health then reads
+   ``/dev/kmsg`` (plugins/module_utils/kernel_log.py).
 
 The hook's environment is empty (no ``PATH``): every program is named by its absolute path. Whatever fails is
 printed to standard error and exits non-zero, which makes podman refuse to start the host: a host without its own
@@ -33,6 +38,7 @@ ANNOTATION = "io.gpufleet.lab.boot"
 BOOT_ID_FILE = "boot_id"
 BOOT_ID_PATH = "proc/sys/kernel/random/boot_id"
 STATE_PATH = "var/lib/nvidia-sim/state.json"
+KMSG_PATH = "dev/kmsg"
 MOUNT = "/usr/bin/mount"
 
 
@@ -90,6 +96,9 @@ def boot(state: dict[str, Any]) -> str:
                           capture_output=True, text=True, check=False, env={})
     if proc.returncode != 0:
         raise BootHookError(f"cannot bind the boot id over {target}: {proc.stderr.strip()}; is /proc mounted?")
+    kmsg = rootfs / KMSG_PATH
+    if not kmsg.exists():
+        kmsg.touch(mode=0o600)
     state_file = rootfs / STATE_PATH
     if state_file.exists():
         from gpufleet_sim.power import power_on  # the simulator decides what a power cycle resets
