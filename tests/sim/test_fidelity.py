@@ -55,6 +55,13 @@ def test_return_codes_agree_on_97_percent_of_the_calls(h200_report: fidelity.Rep
     assert h200_report.rc_percent() >= 97.0, "\n".join(h200_report.summary())
 
 
+def test_the_summary_counts_what_is_inferred(h200_report: fidelity.Report) -> None:
+    counts = fidelity.inferred_count()
+    assert counts["library"] > 0  # nvmlsim_board.c marks its guesses (board id rule, module id, ...)
+    assert counts["models"] > 0  # the BAR1 apertures, MIG details no listing shows
+    assert f"{counts['library']} marks in the library's sources" in h200_report.summary()[-1]
+
+
 # ------------------------------------------------------------------------------------ the comparison itself
 
 def _rec(fn: str, rc: str = "OK", value: Any = None, args: list[Any] | None = None, gpu: int | None = 0) -> dict:
