@@ -44,10 +44,10 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import WARN as WARN
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import _not_value, _reading
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import check as check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import identity as identity
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import (
     virtualization_mode as virtualization_mode,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import identity as identity
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import worst as worst
 
 # nvmlClocksEventReason* bits (nvml.h; pynvml nvmlClocksEventReason*).

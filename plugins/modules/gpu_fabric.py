@@ -70,7 +70,11 @@ fabric_gpu_count:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_fabric import fabric_problems, multinode, read_fabric
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_fabric import (
+    fabric_problems,
+    multinode,
+    read_fabric,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
 
 

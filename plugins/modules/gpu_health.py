@@ -303,7 +303,8 @@ health:
       description:
         - Per GPU - C(index), C(uuid), C(pci_bus_id), C(name), C(virtualization_mode) (as nvidia-smi prints it -
           C(None) on bare metal, C(Pass-Through) or C(VGPU) inside a VM; null where NVML does not say), C(status),
-          C(level) and C(action) (worst of its checks), C(mig) (mode, C(slots) - the memory slices placements range over - and the GPU instances with
+          C(level) and C(action) (worst of its checks), C(mig)
+          (mode, C(slots) - the memory slices placements range over - and the GPU instances with
           their placement C(start) and C(size) and their compute instances' MIG UUIDs, as NVML reports them; or
           null).
       type: list

@@ -14,7 +14,6 @@ from typing import Any
 
 from gpufleet.errors import ExtraVarsError
 
-
 #: the most values (mapping keys, list items and scalars, aliases counted each time they are used) one ``-e``
 #: argument may hold: a YAML "billion laughs" file is refused before anything expands it in memory
 MAX_VALUES = 100_000

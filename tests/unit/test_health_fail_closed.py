@@ -180,4 +180,5 @@ def test_failed_nvml_wait_without_a_kernel_log_is_unknown() -> None:
     del gpu["values"]["xid"]
     gpu["errors"]["xid"] = NVML_WAIT_ERROR
     got = by_name(hc.evaluate_host(host([gpu], xid_sources=[]), th()), "xid")
-    assert (got["status"], got["level"], got["message"]) == ("fail", "UNKNOWN", f"could not read xid: {NVML_WAIT_ERROR}")
+    assert (got["status"], got["level"], got["message"]) == ("fail", "UNKNOWN",
+                                                             f"could not read xid: {NVML_WAIT_ERROR}")
