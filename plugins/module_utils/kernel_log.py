@@ -33,7 +33,7 @@ KMSG = "/dev/kmsg"
 MAX_KMSG_BYTES = 16 * 1024 * 1024  # the largest ring buffer (log_buf_len) is 32 MiB of records; text is less
 _XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+)(?:\.[0-9A-Fa-f])?\): "
                   r"(?P<code>\d+)(?:,\s*(?P<text>.*))?$")
-_JOURNAL_LINE = re.compile(r"^(?P<time>\d+(?:\.\d+)?)\s(?P<text>.*)$")
+_JOURNAL_LINE = re.compile(r"^\s*(?P<time>\d+(?:\.\d+)?)\s(?P<text>.*)$")
 _DMESG_LINE = re.compile(r"^(?:<\d+>)?\[\s*(?P<time>\d+\.\d+)\]\s?(?P<text>.*)$")
 _KMSG_RECORD = re.compile(r"^(?P<prefix>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<text>.*)$")
 
@@ -63,34 +63,25 @@ def xids_in(lines: list[tuple[float, str]], since: float, source: str) -> list[d
     return out
 
 
+def _timed(text: str, pattern: re.Pattern[str], when: Callable[[re.Match[str]], float]) -> list[tuple[float, str]]:
+    """``(Unix time, text)`` of every line of ``text`` that ``pattern`` matches (others, such as a kmsg record's
+    continuation lines, are left out)."""
+    return [(when(m), m.group("text")) for m in map(pattern.match, text.splitlines()) if m]
+
+
 def journal_lines(text: str) -> list[tuple[float, str]]:
     """``(Unix time, text)`` of ``journalctl -o short-unix`` output."""
-    out = []
-    for line in text.splitlines():
-        match = _JOURNAL_LINE.match(line.strip())
-        if match:
-            out.append((float(match.group("time")), match.group("text")))
-    return out
+    return _timed(text, _JOURNAL_LINE, lambda m: float(m.group("time")))
 
 
 def kmsg_lines(text: str, boot_time: float) -> list[tuple[float, str]]:
     """``(Unix time, text)`` of ``/dev/kmsg`` records (continuation lines, which start with a space, skipped)."""
-    out = []
-    for line in text.splitlines():
-        match = _KMSG_RECORD.match(line)
-        if match:
-            out.append((boot_time + int(match.group("usec")) / 1e6, match.group("text")))
-    return out
+    return _timed(text, _KMSG_RECORD, lambda m: boot_time + int(m.group("usec")) / 1e6)
 
 
 def dmesg_lines(text: str, boot_time: float) -> list[tuple[float, str]]:
     """``(Unix time, text)`` of ``dmesg`` lines (``[  123.456789] text``); lines without a time are left out."""
-    out = []
-    for line in text.splitlines():
-        match = _DMESG_LINE.match(line)
-        if match:
-            out.append((boot_time + float(match.group("time")), match.group("text")))
-    return out
+    return _timed(text, _DMESG_LINE, lambda m: boot_time + float(m.group("time")))
 
 
 def boot_time() -> float:
@@ -124,7 +115,7 @@ def read_kmsg(path: str = KMSG) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _journal(run: Runner, which: Callable[[str], str | None], since: float) -> tuple[list, str | None]:
+def _journal(run: Runner, which: Callable[[str], str | None], since: float) -> tuple[list[dict[str, Any]], str | None]:
     journalctl = which("journalctl")
     if journalctl is None:
         return [], "journalctl not found"
@@ -139,7 +130,7 @@ def _journal(run: Runner, which: Callable[[str], str | None], since: float) -> t
     return xids_in(journal_lines(out), since, "kernel"), None
 
 
-def _kmsg(path: str, since: float) -> tuple[list, str | None]:
+def _kmsg(path: str, since: float) -> tuple[list[dict[str, Any]], str | None]:
     try:
         text = read_kmsg(path)
     except OSError as exc:
@@ -147,7 +138,7 @@ def _kmsg(path: str, since: float) -> tuple[list, str | None]:
     return xids_in(kmsg_lines(text, boot_time()), since, "kernel"), None
 
 
-def _dmesg(run: Runner, which: Callable[[str], str | None], since: float) -> tuple[list, str | None]:
+def _dmesg(run: Runner, which: Callable[[str], str | None], since: float) -> tuple[list[dict[str, Any]], str | None]:
     dmesg = which("dmesg")
     if dmesg is None:
         return [], "dmesg not found"
