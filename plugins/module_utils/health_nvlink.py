@@ -31,12 +31,12 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
     FAIL,
     OK,
     UNKNOWN,
-    VIRTUALIZATION,
     VIRTUALIZATION_GUEST,
     WARN,
     _not_value,
     _reading,
     check,
+    virtualization_mode,
     worst,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError
@@ -98,7 +98,7 @@ def _no_links(gpu: dict[str, Any], spec: nvlink_models.NvlinkSpec, threshold: An
     empty), while a whole HGX passed to one VM lists all 18 (AWS p5, ``H100_SXM_HGX__nvlink_status_partial__1``)."""
     mode = gpu.get("values", {}).get("virtualization_mode")
     guest = VIRTUALIZATION_GUEST.get(mode) if isinstance(mode, int) else None
-    value = {"links": 0, "virtualization_mode": VIRTUALIZATION.get(mode, mode)}
+    value = {"links": 0, "virtualization_mode": virtualization_mode(gpu)}
     if expected is False:
         return _not_applicable(gpu, value, threshold,
                                f"no NVLink reported on the {spec.model} and none expected (nvlink_expected false)")
