@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "tests") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests"))
+
+import suite_budget  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,3 +24,5 @@ def pytest_configure(config: pytest.Config) -> None:
     from ansible.plugins.loader import init_plugin_loader
 
     init_plugin_loader([str(REPO / "collections")])
+    if not config.pluginmanager.is_registered(suite_budget):
+        config.pluginmanager.register(suite_budget, "gpufleet-suite-budget")

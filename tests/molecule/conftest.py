@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+import suite_budget  # tests/, put on sys.path by tests/conftest.py
 from gpufleet_lab import reposerver
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import build_dir, containers_conf, project_root
@@ -84,13 +86,28 @@ def _run(molecule: str, scenario: str) -> Outcome:
     env["PY_COLORS"] = "0"
     env["GPUFLEET_MOLECULE_FIRST_LOOPBACK"] = str(first_loopback(scenario))
     start = time.monotonic()
-    try:
-        proc = subprocess.run([molecule, "-c", str(BASE_CONFIG), "test", "-s", scenario], cwd=ROOT, env=env,
-                              capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return Outcome(scenario, -1, out + f"\n(timed out after {TIMEOUT_S} s)", time.monotonic() - start)
-    return Outcome(scenario, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+    # waited for with wait4, not subprocess.run, to learn the CPU time of this scenario's own processes (the
+    # suite's budget report: tests/suite_budget.py); output to a file, so no pipe can fill while nobody reads it
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([molecule, "-c", str(BASE_CONFIG), "test", "-s", scenario], cwd=ROOT, env=env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read().decode(errors="replace")
+    seconds = time.monotonic() - start
+    cpu = usage.ru_utime + usage.ru_stime
+    timed_out = seconds >= TIMEOUT_S and proc.returncode < 0
+    if timed_out:
+        output += f"\n(timed out after {TIMEOUT_S} s)"
+    returncode = -1 if timed_out else proc.returncode
+    suite_budget.record_scenario(scenario, seconds, cpu, returncode)
+    return Outcome(scenario, returncode, output, seconds)
 
 
 class ScenarioRuns:

@@ -1,0 +1,173 @@
+"""The suite's time budget, reported on itself: wall and CPU seconds per test file, per layer and per Molecule
+scenario, printed at the end of every run and written to ``build/suite-times.json``.
+
+Issue 33: the whole suite (``bash scripts/test.sh``, what ``.ci/run`` calls) must finish in 45 minutes on the
+2-core machine. These are figures for people to read, never a timed assertion: a change that eats the budget
+shows in its own run's report (docs/testing.md, "The suite's budget").
+
+How the time is counted:
+
+- A test file's wall time is the time its tests' run protocols took (set-up, call, tear-down; a module fixture's
+  set-up counts for the file's first test). Its CPU time is this process's CPU (every thread) plus that of the
+  child processes reaped meanwhile (ansible, podman's client, the simulator's tools), less what the Molecule
+  scenarios' processes used: those run in background threads beside the tests and are counted per scenario.
+- The ``molecule`` layer's wall time is what the main thread spends waiting at the scenario tests, after all other
+  tests: the part of the scenarios that did not overlap anything. Each scenario's own wall and CPU time (its
+  ``molecule test`` process and what that reaped) is listed beside it.
+- CPU time stops at the machine's processes this session starts and waits for: what runs inside the lab's hosts is
+  started by podman's ``conmon`` and is not counted, so the hosts' own work shows only in wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+#: the budget of the whole run (issue 33), seconds
+BUDGET_S = 45 * 60
+#: each layer's share of BUDGET_S, seconds of the main thread's wall time (they add up to the budget): the
+#: figures of the full run measured on 2026-11-28 (docs/testing.md, "The suite's budget"), rounded up
+SHARES_S = {"unit": 240, "sim": 420, "gates": 180, "integration": 1500, "molecule": 360}
+LAYER_ORDER = ("unit", "sim", "gates", "integration", "molecule", "other")
+SLOWEST = 20
+REPORT = REPO / "build" / "suite-times.json"
+
+
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _all_cpu_s() -> float:
+    return _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN)
+
+
+def layer_of(path: Path) -> str:
+    """The layer a test file belongs to: its folder under tests/, or ``gates`` for the quality gates."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return "other"
+    if parts == ("test_quality_gates.py",):
+        return "gates"
+    return parts[0] if len(parts) > 1 and parts[0] in SHARES_S else "other"
+
+
+@dataclass
+class Entry:
+    layer: str
+    tests: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+@dataclass
+class Budget:
+    """What one session measured; the Molecule conftest adds its scenarios through ``record_scenario``."""
+
+    started: float = field(default_factory=time.monotonic)
+    cpu_started: float = field(default_factory=_all_cpu_s)
+    files: dict[str, Entry] = field(default_factory=dict)
+    scenarios: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    scenario_cpu_s: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_scenario(self, scenario: str, wall_s: float, cpu_s: float, returncode: int) -> None:
+        with self.lock:
+            self.scenarios[scenario] = (wall_s, cpu_s, returncode)
+            self.scenario_cpu_s += cpu_s
+
+    def add(self, path: Path, wall_s: float, cpu_s: float) -> None:
+        name = str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
+        entry = self.files.setdefault(name, Entry(layer_of(path)))
+        entry.tests += 1
+        entry.wall_s += wall_s
+        entry.cpu_s += max(0.0, cpu_s)
+
+    def layers(self) -> dict[str, Entry]:
+        out: dict[str, Entry] = {}
+        for entry in self.files.values():
+            total = out.setdefault(entry.layer, Entry(entry.layer))
+            total.tests += entry.tests
+            total.wall_s += entry.wall_s
+            total.cpu_s += entry.cpu_s
+        return out
+
+    def document(self) -> dict[str, Any]:
+        wall = time.monotonic() - self.started
+        slowest = sorted([(e.wall_s, e.cpu_s, name, e.layer) for name, e in self.files.items()]
+                         + [(w, c, f"scenario {s}", "scenario") for s, (w, c, _rc) in self.scenarios.items()],
+                         reverse=True)[:SLOWEST]
+        return {
+            "budget_s": BUDGET_S, "wall_s": round(wall, 1), "cpu_s": round(_all_cpu_s() - self.cpu_started, 1),
+            "layers": {name: {"tests": e.tests, "wall_s": round(e.wall_s, 1), "cpu_s": round(e.cpu_s, 1),
+                              "share_s": SHARES_S.get(name)} for name, e in self.layers().items()},
+            "scenarios": {s: {"wall_s": round(w, 1), "cpu_s": round(c, 1), "returncode": rc}
+                          for s, (w, c, rc) in self.scenarios.items()},
+            "slowest": [{"what": what, "layer": layer, "wall_s": round(w, 1), "cpu_s": round(c, 1)}
+                        for w, c, what, layer in slowest],
+        }
+
+
+def lines(doc: dict[str, Any]) -> list[str]:
+    """The report as printed: the total against the budget, each layer against its share, the slowest files."""
+    wall, budget = doc["wall_s"], doc["budget_s"]
+    out = [f"whole run: {wall:.0f} s wall of a {budget} s budget ({100 * wall / budget:.0f}%), "
+           f"{doc['cpu_s']:.0f} s CPU (this process and the processes it waited for)",
+           f"{'layer':<12} {'tests':>6} {'wall s':>8} {'share s':>8} {'of share':>9} {'CPU s':>8}"]
+    layers = doc["layers"]
+    for name in sorted(layers, key=LAYER_ORDER.index):
+        row = layers[name]
+        share = row["share_s"]
+        of_share = f"{100 * row['wall_s'] / share:.0f}%" if share else "-"
+        out.append(f"{name:<12} {row['tests']:>6} {row['wall_s']:>8.1f} {share or '-':>8} {of_share:>9} "
+                   f"{row['cpu_s']:>8.1f}")
+    accounted = sum(row['wall_s'] for row in layers.values())
+    out.append(f"{'(outside tests: collection, session set-up)':<46} {wall - accounted:>8.1f}")
+    if doc["scenarios"]:
+        scen = doc["scenarios"]
+        out.append(f"Molecule scenarios, in background threads beside the tests (overlapping): {len(scen)}, "
+                   f"{sum(s['wall_s'] for s in scen.values()):.0f} s wall in all, "
+                   f"{sum(s['cpu_s'] for s in scen.values()):.0f} s CPU")
+    out.append(f"the {len(doc['slowest'])} slowest test files and scenarios:")
+    out.extend(f"  {row['wall_s']:>7.1f} s wall {row['cpu_s']:>7.1f} s CPU  {row['what']}" for row in doc["slowest"])
+    return out
+
+
+BUDGET = Budget()
+
+
+def record_scenario(scenario: str, wall_s: float, cpu_s: float, returncode: int) -> None:
+    """Called by tests/molecule/conftest.py when a scenario's ``molecule test`` has been waited for."""
+    BUDGET.record_scenario(scenario, wall_s, cpu_s, returncode)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    wall0, cpu0, scen0 = time.monotonic(), _all_cpu_s(), BUDGET.scenario_cpu_s
+    yield
+    BUDGET.add(item.path, time.monotonic() - wall0, _all_cpu_s() - cpu0 - (BUDGET.scenario_cpu_s - scen0))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.option.collectonly or not BUDGET.files:
+        return
+    doc = BUDGET.document()
+    terminalreporter.write_sep("=", "suite budget (issue 33; figures, not assertions)")
+    for line in lines(doc):
+        terminalreporter.write_line(line)
+    try:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        terminalreporter.write_line(f"(the figures could not be written to {REPORT}: {exc})")
