@@ -1,5 +1,6 @@
-"""``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``), so that the
-simulated ``nvidia-smi -q -x`` prints the report's static fields unchanged.
+"""``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``) or its text
+``nvidia-smi -q`` (``replay_text.py``), so that the simulated and NVIDIA's own ``nvidia-smi`` print the report's
+static fields unchanged.
 
 The reports are real ones kept as test data with their provenance: the H200 passed through to a VM (driver
 580.159.04, tests/data/ground-truth/h200-sxm-passthrough-r580) and public transcripts (tests/data/ground-truth/public,
@@ -22,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _realclients import DRIVER_VERSION, REPO, RealClientError, fetch
 
-from gpufleet_sim import replay
+from gpufleet_sim import replay, replay_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ground-truth"
 H200 = DATA / "h200-sxm-passthrough-r580"
@@ -305,7 +306,206 @@ def test_gpusim_host_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         "GPU-3a263293-6d8a-f1f0-18a4-c1af043489ce", [])
     assert cli.main(args) == 1
     assert capsys.readouterr().err == f"gpusim: {state} already exists; pass --force to replace it\n"
+    neither = ("gpusim: host import: pass one report, --nvidia-smi-xml (`nvidia-smi -q -x`) or --nvidia-smi-q "
+               "(`nvidia-smi -q`)\n")
     assert cli.main(["host", "import", "--state", str(state)]) == 1
-    assert capsys.readouterr().err == "gpusim: host import: the following arguments are required: --nvidia-smi-xml\n"
+    assert capsys.readouterr().err == neither
+    assert cli.main(["host", "import", "--nvidia-smi-xml", str(REPORTS["H200-vm-580"]), "--nvidia-smi-q",
+                     str(TEXT_REPORTS["H200-vm-580"]), "--state", str(state)]) == 1
+    assert capsys.readouterr().err == neither
     assert cli.main(["host", "init", "--preset", "1xH200", "--state", str(state)]) == 1
     assert capsys.readouterr().err == "gpusim: host init: the following arguments are required: --seed\n"
+
+
+# --------------------------------------------------------------------------------------------------- text reports
+
+TEXT_REPORTS = {
+    "H200-vm-580": H200 / "nvidia-smi" / "q.txt",
+    "A100-80GB-x4-555": DATA / "public" / "A100_SXM4_80GB__q__1.txt",
+    "GH200-vm-550": DATA / "public" / "GH200__q__1.txt",
+    "H100-NVL-x2-550": DATA / "public" / "H100_NVL__q__1.txt",
+    "L40S-550": DATA / "public" / "L40S__q__1.txt",
+    "H200-vm-550": DATA / "public" / "H200_SXM__q__1.txt",
+}
+# report -> (GPUs, model, first GPU's UUID, its bus id, virtualization mode, host "nvswitch"), typed from the files
+TEXT_EXPECTED = {
+    "H200-vm-580": (1, "H200-141GB", "GPU-3a263293-6d8a-f1f0-18a4-c1af043489ce", "00000000:00:06.0", 1, None),
+    "A100-80GB-x4-555": (4, "A100-SXM4-80GB", "GPU-31515c3d-1414-7c2c-004a-f86a898946ac", "00000000:68:00.0", 0,
+                         None),
+    "GH200-vm-550": (1, "GH200-96GB", "GPU-35d58415-1094-5ad1-64d1-b797587d33a7", "00000000:DD:00.0", 1, None),
+    "H100-NVL-x2-550": (2, "H100-NVL-94GB", "GPU-806f8ea2-6428-1096-a076-bb687fb45fb0", "00000000:AD:00.0", 0, None),
+    "L40S-550": (1, "L40S", "GPU-1db6b1cf-de5e-b497-caca-1a027578d587", "00000000:A1:00.0", 0, None),
+    # fabric Completed, Success, clique 0, zero cluster UUID: a single-node NVSwitch fabric (nvmlsim_fabric.c)
+    "H200-vm-550": (1, "H200-141GB", "GPU-cb3dfa52-e2f3-9ca4-a399-7d16041c3732", "00000000:03:00.0", 1,
+                    {"count": 4, "fabric_manager_required": True}),
+}
+# report -> the first GPU's temperature (gpu, shutdown, slowdown, gpu_max), power limits (mW: enforced, default, min,
+# max) and remapped rows (corrected, uncorrected, pending, failure). Hopper and Ada on R550+ print thresholds below
+# T.Limit (GH200: 31 C + 55 = 86 max operating, shutdown -8 -> 94, slowdown -2 -> 88; L40S: 30 + 57 = 87, -5 -> 92)
+TEXT_READINGS = {
+    "H200-vm-580": ((33, 95, 89, 87), (700000, 700000, 200000, 700000), (0, 0, 0, 0)),
+    "A100-80GB-x4-555": ((25, 92, 89, 85), (500000, 500000, 100000, 500000), (0, 0, 0, 0)),
+    "GH200-vm-550": ((31, 94, 88, 86), (700000, 900000, 100000, 900000), (0, 1, 0, 0)),
+    "H100-NVL-x2-550": ((32, 95, 89, 87), (310000, 310000, 200000, 400000), (0, 0, 0, 0)),
+    "L40S-550": ((30, 92, 89, 87), (350000, 350000, 100000, 350000), (0, 0, 0, 0)),
+    "H200-vm-550": ((28, 95, 89, 87), (700000, 700000, 200000, 700000), (0, 0, 0, 0)),
+}
+
+
+def _text_state(name: str) -> dict[str, Any]:
+    path = TEXT_REPORTS[name]
+    return replay_text.state_from_text(path.read_text(encoding="utf-8"), source=str(path))
+
+
+@pytest.mark.parametrize("name", list(TEXT_EXPECTED))
+def test_a_text_report_becomes_a_host(name: str) -> None:
+    count, model, uuid, bus_id, virtualization, nvswitch = TEXT_EXPECTED[name]
+    doc = _text_state(name)
+    gpu = doc["gpus"][0]
+    assert (len(doc["gpus"]), gpu["model"], gpu["uuid"], gpu["pci"]["bus_id"], gpu["virtualization_mode"]) == (
+        count, model, uuid, bus_id, virtualization)
+    assert (doc.get("nvswitch"), doc.get("fabric")) == (nvswitch, None)
+    temperature, power, rows = TEXT_READINGS[name]
+    assert tuple(gpu["temperature"][k] for k in ("gpu", "shutdown", "slowdown", "gpu_max")) == temperature
+    assert tuple(gpu["power"][k] for k in ("enforced_mw", "default_mw", "min_mw", "max_mw")) == power
+    assert tuple(gpu["remapped_rows"][k] for k in ("corrected", "uncorrected", "pending", "failure")) == rows
+    assert doc["replay"]["source"] == str(TEXT_REPORTS[name])
+
+
+def test_the_degraded_a100s_pending_remap_lands_on_its_gpu() -> None:
+    """A100_SXM4_80GB__q__1: GPU 00000000:9E:00.0 (index 1 by bus) has 353 correctable DRAM errors and one row
+    remapped for them, pending; 00000000:C2:00.0 (index 2) one, not pending."""
+    gpus = _text_state("A100-80GB-x4-555")["gpus"]
+    assert [g["pci"]["bus_id"] for g in gpus] == ["00000000:68:00.0", "00000000:9E:00.0", "00000000:C2:00.0",
+                                                  "00000000:D4:00.0"]
+    assert [(g["remapped_rows"]["corrected"], g["remapped_rows"]["pending"]) for g in gpus] == [
+        (0, 0), (1, 1), (1, 0), (0, 0)]
+    assert [g["remapped_rows"]["histogram"]["max"] for g in gpus] == [640, 639, 639, 640]
+    assert gpus[1]["ecc"]["volatile"]["corrected"]["dram"] == 353
+
+
+def test_one_gpus_text_and_xml_reports_give_one_host() -> None:
+    """The real H200's ``-q`` and ``-q -x`` (taken minutes apart): the same state, but for the power drawn at each
+    moment (the text's Instantaneous Power Draw 78.58 W, the XML's instant_power_draw 79.23 W)."""
+    text, xml = _text_state("H200-vm-580"), _state("H200-vm-580")
+    assert (text["gpus"][0]["power"].pop("usage_mw"), xml["gpus"][0]["power"].pop("usage_mw")) == (78580, 79230)
+    for doc in (text, xml):
+        doc["replay"].pop("source")
+    assert text == xml
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("# source: somewhere\nFabric\n    State          : Completed\n    Status         : Insufficient Resources\n",
+     "the report lists no GPU (no `GPU <bus id>` section and no NVSMI LOG header): pass the unchanged output of "
+     "`nvidia-smi -q` of a whole host"),
+    ("==============NVSMI LOG==============\n\nDriver Version      : 550.54.14\nAttached GPUs       : 0\n",
+     "the report lists no GPU (no `GPU <bus id>` section after the NVSMI LOG header): pass the unchanged output of "
+     "`nvidia-smi -q` of a whole host"),
+    ("<?xml version=\"1.0\" ?>\n<nvidia_smi_log></nvidia_smi_log>\n",
+     "this is the XML report (`nvidia-smi -q -x`): pass it with --nvidia-smi-xml"),
+    ("GPU 00000000:01:00.0\n    Product Name      : NVIDIA A100-SXM4-80GB\n    MIG Devices\n        MIG Device\n"
+     "            GPU Instance ID      : 1\n",
+     "line 3: MIG devices are listed, and the text report does not say enough to rebuild them; pass the same host's "
+     "`nvidia-smi -q -x` with --nvidia-smi-xml"),
+    ("GPU 00000000:01:00.0\n    Product Name      : NVIDIA X1\n    PCI\n        Device Id     : 0xFFFF10DE\n",
+     "no simulator model for 'NVIDIA X1' (PCI device id 0xFFFF10DE); add a model file to "
+     "simulator/src/gpufleet_sim/models/ (known: "),
+])
+def test_text_reports_that_cannot_be_replayed_say_why(text: str, message: str) -> None:
+    with pytest.raises(replay.ReplayError) as caught:
+        replay_text.state_from_text(text)
+    assert str(caught.value).startswith(message)
+
+
+def test_gpusim_host_import_reads_a_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpufleet_sim import cli, store
+
+    state = tmp_path / "state.json"
+    report = TEXT_REPORTS["GH200-vm-550"]
+    assert cli.main(["host", "import", "--nvidia-smi-q", str(report), "--state", str(state)]) == 0
+    assert capsys.readouterr().out.startswith(f"{state}: 1 GPUs (GH200-96GB) from {report}; not replayed: ")
+    assert store.load(state)["gpus"][0]["remapped_rows"]["uncorrected"] == 1
+    fabric_block = tmp_path / "fabric.txt"
+    fabric_block.write_text("Fabric\n    State          : Completed\n", encoding="utf-8")
+    assert cli.main(["host", "import", "--nvidia-smi-q", str(fabric_block), "--state", str(tmp_path / "x.json")]) == 1
+    assert capsys.readouterr().err == (f"gpusim: {fabric_block}: the report lists no GPU (no `GPU <bus id>` section "
+                                       "and no NVSMI LOG header): pass the unchanged output of `nvidia-smi -q` of a "
+                                       "whole host\n")
+    assert not (tmp_path / "x.json").exists()
+
+
+#: the static lines (labels under a GPU's section) NVIDIA's nvidia-smi 535 must print as the real report did; the
+#: counterpart of STATIC. Left out as there: the Hopper+ temperature thresholds (R550+ print them below T.Limit, 535
+#: absolute; checked in TEXT_READINGS), the fabric's clique and cluster UUID (535 prints only state and status).
+TEXT_STATIC = (
+    ("Product Name",), ("Serial Number",), ("GPU UUID",), ("Minor Number",), ("VBIOS Version",),
+    ("Board Part Number",), ("Inforom Version", "Image Version"), ("Persistence Mode",), ("MIG Mode", "Current"),
+    ("MIG Mode", "Pending"), ("GPU Virtualization Mode", "Virtualization Mode"), ("PCI", "Bus"), ("PCI", "Device"),
+    ("PCI", "Domain"), ("PCI", "Device Id"), ("PCI", "Bus Id"), ("PCI", "Sub System Id"),
+    ("PCI", "GPU Link Info", "PCIe Generation", "Max"), ("PCI", "GPU Link Info", "PCIe Generation", "Current"),
+    ("PCI", "GPU Link Info", "Link Width", "Max"), ("PCI", "GPU Link Info", "Link Width", "Current"),
+    ("PCI", "Replays Since Reset"), ("Performance State",), ("FB Memory Usage", "Total"),
+    ("FB Memory Usage", "Reserved"), ("FB Memory Usage", "Used"), ("BAR1 Memory Usage", "Total"), ("Compute Mode",),
+    ("ECC Mode", "Current"), ("ECC Mode", "Pending"), ("ECC Errors", "Volatile", "DRAM Correctable"),
+    ("ECC Errors", "Volatile", "DRAM Uncorrectable"), ("ECC Errors", "Aggregate", "DRAM Correctable"),
+    ("ECC Errors", "Aggregate", "DRAM Uncorrectable"), ("Retired Pages", "Single Bit ECC"),
+    ("Retired Pages", "Double Bit ECC"), ("Retired Pages", "Pending Page Blacklist"),
+    ("Remapped Rows", "Correctable Error"), ("Remapped Rows", "Uncorrectable Error"), ("Remapped Rows", "Pending"),
+    ("Remapped Rows", "Remapping Failure Occurred"), ("Remapped Rows", "Bank Remap Availability Histogram", "Max"),
+    ("Temperature", "GPU Current Temp"), ("GPU Power Readings", "Current Power Limit"),
+    ("GPU Power Readings", "Requested Power Limit"), ("GPU Power Readings", "Default Power Limit"),
+    ("GPU Power Readings", "Min Power Limit"), ("GPU Power Readings", "Max Power Limit"), ("Clocks", "Graphics"),
+    ("Clocks", "SM"), ("Clocks", "Memory"), ("Clocks", "Video"), ("Max Clocks", "Graphics"), ("Max Clocks", "SM"),
+    ("Max Clocks", "Memory"), ("Max Clocks", "Video"), ("Fabric", "State"), ("Fabric", "Status"),
+)
+#: Ampere and older (T.Limit N/A): the report's absolute thresholds -> the labels 535.261.03 prints them under
+TEXT_AMPERE_THRESHOLDS = {("Temperature", f"{what} Temp"): ("Temperature", f"{what} T.Limit Temp")
+                          for what in ("GPU Shutdown", "GPU Slowdown", "GPU Max Operating", "Memory Max Operating")}
+
+
+def _text_fields(text: str, paths: dict[tuple[str, ...], tuple[str, ...]]) -> list[dict[tuple[str, ...], str | None]]:
+    """Per GPU section of a ``nvidia-smi -q`` report: key -> the value of the line at paths[key] (None: no line)."""
+    def value(lines: list[replay_text.Line], path: tuple[str, ...]) -> str | None:
+        for line in lines:
+            if line.label == path[0]:
+                return line.value if len(path) == 1 else value(line.children, path[1:])
+        return None
+
+    gpus = [line for line in replay_text.parse_text(text) if line.label == "GPU"]
+    return [{key: value(gpu.children, path) for key, path in paths.items()} for gpu in gpus]
+
+
+@pytest.mark.parametrize("name", list(TEXT_REPORTS))
+def test_nvidias_nvidia_smi_q_prints_the_text_reports_static_fields(
+        nvml_sim: Callable[..., Any], name: str, nvidia_smi_535_text: Callable[[Any], str]) -> None:
+    doc = _text_state(name)
+    sim = nvml_sim(doc=doc)
+    if doc.get("nvswitch"):  # a single-node fabric completes once the fabric manager runs, as on the real host
+        with sim.edit() as live:
+            live["clients"] = [{"pid": os.getpid(), "name": "nv-fabricmanager"}]
+    report = TEXT_REPORTS[name].read_text(encoding="utf-8")
+    tlimit = ("Temperature", "GPU T.Limit Temp")  # N/A where the report prints absolute thresholds (Ampere)
+    thresholds = TEXT_AMPERE_THRESHOLDS if _text_fields(report, {tlimit: tlimit})[0][tlimit] == "N/A" else {}
+    expected = _text_fields(report, {path: path for path in (*TEXT_STATIC, *thresholds)})
+    assert all(value is not None for gpu in expected for value in gpu.values()), "a line the report lacks"
+    nvidias = _text_fields(nvidia_smi_535_text(sim), {**{path: path for path in TEXT_STATIC}, **thresholds})
+    assert nvidias == expected
+
+
+@pytest.fixture(scope="module")
+def nvidia_smi_535_text() -> Callable[[Any], str]:
+    """NVIDIA's own nvidia-smi 535 ``-q`` (tests/sim/_realclients.py; a failed fetch fails) on the 535 library."""
+    from gpufleet_sim.build import build_library
+
+    try:
+        real = fetch()
+    except RealClientError as exc:
+        pytest.fail(f"NVIDIA's nvidia-smi could not be fetched: {exc}")
+    libdir = build_library(REPO / "build" / "sim-test-535", DRIVER_VERSION, python=sys.executable).parent
+
+    def run(sim: Any) -> str:
+        proc = real.run("nvidia-smi", ["-q"], libdir, sim.state_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    return run

@@ -61,6 +61,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--preset", help="init: the fleet preset")
     h.add_argument("--seed", help="init: host seed (e.g. the inventory hostname): UUIDs, serials, buses")
     h.add_argument("--nvidia-smi-xml", type=Path, help="import: a real host's `nvidia-smi -q -x` output")
+    h.add_argument("--nvidia-smi-q", type=Path, help="import: a real host's `nvidia-smi -q` output (text), instead")
     h.add_argument("--getters", type=Path, help="import: the same host's NVML getter dump (nvml_getters_dump.py)")
     h.add_argument("--force", action="store_true", help="replace an existing state")
     _state_arg(h)
@@ -153,33 +154,43 @@ def cmd_host_init(preset: str, seed: str, state: Path | None, force: bool) -> in
     return 0
 
 
-def cmd_host_import(xml: Path, getters: Path | None, state: Path | None, force: bool) -> int:
-    """``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``)."""
-    from . import replay
+def cmd_host_import(report: Path, getters: Path | None, state: Path | None, force: bool, text: bool = False) -> int:
+    """``gpusim host import``: a host's state from a real host's ``nvidia-smi -q -x`` (``replay.py``) or, with
+    ``text``, its ``nvidia-smi -q`` (``replay_text.py``)."""
+    from . import replay, replay_text
 
     target = state or store.state_path()
     if target.exists() and not force:
         raise CliError(f"{target} already exists; pass --force to replace it")
+    read = replay_text.state_from_text if text else replay.state_from_xml
     try:
-        doc = replay.state_from_xml(xml.read_text(encoding="utf-8"),
-                                    replay.read_getters(getters) if getters else None, source=str(xml))
+        content = report.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{report}: cannot be read ({exc}); pass the file nvidia-smi wrote") from None
+    try:
+        doc = read(content, replay.read_getters(getters) if getters else None, source=str(report))
     except replay.ReplayError as exc:
-        raise CliError(f"{xml}: {exc}") from None
+        raise CliError(f"{report}: {exc}") from None
     store.create(target, doc)
     models = ", ".join(doc["replay"]["models"])
-    print(f"{target}: {len(doc['gpus'])} GPUs ({models}) from {xml}"
+    print(f"{target}: {len(doc['gpus'])} GPUs ({models}) from {report}"
           f"{' and ' + str(getters) if getters else ''}; not replayed: {', '.join(doc['replay']['not_replayed'])}")
     return 0
 
 
 def _host(args: argparse.Namespace) -> int:
     """``gpusim host init|import``: each action's own required options, named as argparse names them."""
-    needed = {"init": ("preset", "seed"), "import": ("nvidia_smi_xml",)}[args.action]
+    needed = {"init": ("preset", "seed"), "import": ()}[args.action]
     missing = [f"--{name.replace('_', '-')}" for name in needed if getattr(args, name) is None]
     if missing:
         raise CliError(f"host {args.action}: the following arguments are required: {', '.join(missing)}")
     if args.action == "import":
-        return cmd_host_import(args.nvidia_smi_xml, args.getters, args.state, args.force)
+        if (args.nvidia_smi_xml is None) == (args.nvidia_smi_q is None):
+            raise CliError("host import: pass one report, --nvidia-smi-xml (`nvidia-smi -q -x`) or --nvidia-smi-q "
+                           "(`nvidia-smi -q`)")
+        text = args.nvidia_smi_q is not None
+        return cmd_host_import(args.nvidia_smi_q if text else args.nvidia_smi_xml, args.getters, args.state,
+                               args.force, text=text)
     return cmd_host_init(args.preset, args.seed, args.state, args.force)
 
 

@@ -1,4 +1,5 @@
-"""Replay a real host: a schema-1 state document built from NVIDIA's ``nvidia-smi -q -x`` of that host.
+"""Replay a real host: a schema-1 state document built from NVIDIA's ``nvidia-smi -q -x`` of that host (or its
+``nvidia-smi -q``, read into the same tree by ``replay_text.py``).
 
 ``state_from_xml`` reads the GPUs of the report: which simulator model each one is (its PCI device id, then its
 product name), and what the report says of it that does not change while the host idles: identity (name, UUID,
@@ -347,6 +348,8 @@ def _gpu(node: ET.Element, index: int, inferred: list[str]) -> tuple[dict[str, A
     _set(memory, "used_mib", _int(node, "fb_memory_usage/used"))
     _set(gpu["bar1"], "total_mib", _int(node, "bar1_memory_usage/total"))
     _set(gpu["bar1"], "used_mib", _int(node, "bar1_memory_usage/used"))
+    if (node.findtext("bar1_memory_usage/total") or "").strip() == NA:
+        gpu["bar1"] = {}  # no aperture to report (GH200__q__1, 550.127.05: BAR1 Total N/A): NVML NOT_SUPPORTED
     if gpu["mig"]["supported"]:
         _set(gpu["mig"], "current", _flag(node, "mig_mode/current_mig"))
         _set(gpu["mig"], "pending", _flag(node, "mig_mode/pending_mig"))
@@ -424,7 +427,13 @@ def read_getters(path: Path) -> list[dict[str, Any]]:
 
 def state_from_xml(text: str, getters: list[dict[str, Any]] | None = None, source: str = "") -> dict[str, Any]:
     """Return the schema-1 state document of the host a ``nvidia-smi -q -x`` report (``text``) describes."""
-    root = parse_xml(text)
+    return state_from_root(parse_xml(text), getters, source)
+
+
+def state_from_root(root: ET.Element, getters: list[dict[str, Any]] | None = None,
+                    source: str = "") -> dict[str, Any]:
+    """Return the state document of the host an ``<nvidia_smi_log>`` tree describes: the XML report's, or the one
+    ``replay_text`` reads from the text report (``nvidia-smi -q``)."""
     nodes = root.findall("gpu")
     if not nodes:
         raise ReplayError("the report lists no GPU (<gpu> element): nothing to replay")
