@@ -19,7 +19,9 @@ Sources (see ``docs/mig.md`` for the full list):
 Placements are on the memory-slice axis: 8 slots (4 on the A30, 12 units on the RTX PRO 6000 Blackwell). Every
 model row names its sources; what no source states (profile ids only listed for some rows, placements presumed
 from a sibling board, exact MiB chosen to reproduce NVIDIA's names) is marked INFERRED there and listed in the
-model's ``inferred`` field, which ``docs/mig.md``'s catalogue table repeats.
+model's ``inferred`` field, which ``docs/mig.md``'s catalogue table repeats. ``memory_from`` names the listing and
+driver the MiB are read from: drivers print other MiB for the same profile, so a host is planned from its own
+table (``mig_host``), and ``tests/unit/test_mig_listings.py`` holds every row to the real listings the project keeps.
 
 Drivers name one profile differently across boards and driver versions (GB200's ``1g.24gb`` became ``1g.23gb``
 on production boards): a model's ``profile_aliases`` map such a variant to the profile it means, so a layout
@@ -67,6 +69,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.mig_types import (
     parse_profile_name,
 )
 
+# where the project keeps the real listings a table's values are read from (memory_from, sources)
+_GT = "tests/data/ground-truth/"
+
 MODELS: tuple[GpuModel, ...] = (
     # MIG User Guide "A100 MIG Profiles" table + `nvidia-smi mig -lgip/-lgipp` on A100-SXM4-40GB.
     _model("A100-SXM4-40GB", (0x20B010DE,), ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"), (), 40536, True, [
@@ -77,7 +82,8 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 19968, (0, 4)),
         ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 19968, (0,)),
         ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 40192, (0,)),
-    ], sources=("MIG User Guide: A100 MIG Profiles, -lgip/-lgipp listings",), inferred=("total MiB",)),
+    ], sources=("MIG User Guide: A100 MIG Profiles, -lgip/-lgipp listings",), inferred=("total MiB",),
+       memory_from=("MIG User Guide: List GPU Instance Profiles (nvidia-smi mig -lgip, A100-SXM4-40GB)", "unknown")),
     # A100 80GB `-lgip` transcripts (driver 515 + a later one listing 1g.20gb); same placements as 40GB.
     _model("A100-SXM4-80GB", (0x20B210DE,), ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"), (), 81920, True, [
         ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9728, _ALL_1G),
@@ -88,7 +94,8 @@ MODELS: tuple[GpuModel, ...] = (
         ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40192, (0,)),
         ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 80896, (0,)),
     ], sources=("nvidia-smi mig -lgip transcripts, A100 80GB (driver 515 and later)",),
-       inferred=("placements (the A100 40GB -lgipp)",)),
+       inferred=("placements (the A100 40GB -lgipp)",),
+       memory_from=("nvidia-smi mig -lgip transcript, A100 80GB PCIe (not kept in the project)", "R515")),
     # MIG User Guide "A30 MIG Profiles" + `-lgipp` transcript: 4 memory slots, 4 compute slices.
     _model("A30-24GB", (0x20B710DE,), ("NVIDIA A30", "A30"), ("A30",), 24576, True, [
         ("1g.6gb", GI_ENUM_1_SLICE, 14, 1, 1, 4, 5952, (0, 1, 2, 3)),
@@ -96,8 +103,10 @@ MODELS: tuple[GpuModel, ...] = (
         ("2g.12gb", GI_ENUM_2_SLICE, 5, 2, 2, 2, 11968, (0, 2)),
         ("2g.12gb+me", GI_ENUM_2_SLICE_REV1, 6, 2, 2, 1, 11968, (0, 2)),
         ("4g.24gb", GI_ENUM_4_SLICE, 0, 4, 4, 1, 24000, (0,)),
-    ], sources=("MIG User Guide: A30 MIG Profiles", "nvidia-smi mig -lgip/-lgipp transcript, A30"),
-       inferred=("whether 1g.6gb+me and 2g.12gb+me can coexist",)),
+    ], sources=("MIG User Guide: A30 MIG Profiles", "nvidia-smi mig -lgip/-lgipp transcript, A30",
+                f"{_GT}public/A30__lgip__1.txt (driver unknown; no 2g.12gb+me row)"),
+       inferred=("whether 1g.6gb+me and 2g.12gb+me can coexist",),
+       memory_from=(f"{_GT}public/A30__lgip__1.txt", "unknown")),
     # MIG User Guide "H100 MIG Profiles" + two H100 `-lgip/-lgipp` transcripts.
     _model("H100-SXM5-80GB", (0x233010DE,), ("NVIDIA H100 80GB HBM3",), ("H100-80GB-HBM3",), 81559, False, [
         ("1g.10gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 9984, _ALL_1G),
@@ -107,8 +116,9 @@ MODELS: tuple[GpuModel, ...] = (
         ("3g.40gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 40448, (0, 4)),
         ("4g.40gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 40448, (0,)),
         ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 81152, (0,)),
-    ], sources=("MIG User Guide: H100 MIG Profiles", "two nvidia-smi mig -lgip/-lgipp transcripts, H100 80GB"),
-       inferred=("total MiB",)),
+    ], sources=("MIG User Guide: H100 MIG Profiles", "two nvidia-smi mig -lgip/-lgipp transcripts, H100 80GB",
+                f"{_GT}public/H100_SXM_80GB__lgip__1.txt and __lgipp__1.txt (driver unknown)"),
+       inferred=("total MiB",), memory_from=(f"{_GT}public/H100_SXM_80GB__lgip__1.txt", "unknown")),
     # MIG User Guide "H200 MIG Profiles"; ids, counts, MiB and placements from a real H200 SXM 141GB, driver
     # 580.159.04 (tests/data/ground-truth/h200-sxm-passthrough-r580, 2026-11-28: nvidia-smi/mig_lgip.txt,
     # mig_lgipp.txt, nvmlDeviceGetGpuInstanceProfileInfo in nvml/getters-nvidia-ml-py-13.615.71.jsonl; total MiB
@@ -123,26 +133,31 @@ MODELS: tuple[GpuModel, ...] = (
         ("4g.71gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 71424, (0,)),
         ("7g.141gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 143360, (0,)),
     ], sources=("MIG User Guide: H200 MIG Profiles", "nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (ids)",
-                "nvidia-smi mig -lgip/-lgipp and NVML on a real H200 SXM, driver 580.159.04 (MiB, placements)")),
+                "nvidia-smi mig -lgip/-lgipp and NVML on a real H200 SXM, driver 580.159.04 (MiB, placements)"),
+       memory_from=(f"{_GT}h200-sxm-passthrough-r580/nvidia-smi/mig_lgip.txt", "580.159.04")),
     # ---- the catalogue for the boards operators buy now (issue 15). Each row cites its sources; INFERRED marks
     # what no source states. "gpu-operator 0400" = NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml
     # (copy and commit in tests/data/gpu-operator/SOURCE.md), which lists the PCI ids of each group of boards
     # that share profile names.
     #
     # A100 PCIe 40GB: MIG User Guide "Supported GPUs" (A100-PCIE 40GB, 7 instances); gpu-operator 0400 puts
-    # 0x20F1/0x20B1 in the A100-40GB group (same names and counts as A100-SXM4-40GB). INFERRED: ids, placements
-    # and MiB copied from A100-SXM4-40GB (same GA100); total MiB; that 0x20B1 is a PCIe 40GB board (pci.ids).
+    # 0x20F1/0x20B1 in the A100-40GB group (same names and counts as A100-SXM4-40GB). Ids, counts and GiB from
+    # the board's complete `-lgip` (harvester/pcidevices mig_test.go, driver unknown: tests/data/ground-truth/
+    # public/A100_PCIe_40GB__lgip__1.txt): 4.75 / 9.75 / 19.62 / 39.50 GiB, where the MIG User Guide's SXM4
+    # listing prints 4.75 / 9.62 / 19.50 / 39.25. INFERRED: placements (the A100 -lgipp); total MiB; that 0x20B1
+    # is a PCIe 40GB board (pci.ids).
     _model("A100-PCIE-40GB", (0x20F110DE, 0x20B110DE), ("NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB"), (), 40960, True,
-           [("1g.5gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, 4864, _ALL_1G),
-            ("1g.5gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, 4864, _ALL_1G),
-            ("1g.10gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, 9856, _EVEN),
-            ("2g.10gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, 9856, (0, 2, 4)),
-            ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, 19968, (0, 4)),
-            ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, 19968, (0,)),
-            ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 40192, (0,))],
-           sources=("MIG User Guide: Supported GPUs (A100-PCIE 40GB)", "gpu-operator 0400: A100-40GB group"),
-           inferred=("profile ids, placements and MiB copied from A100-SXM4-40GB", "total MiB",
-                     "0x20B1 as an A100 PCIe 40GB id")),
+           [("1g.5gb", GI_ENUM_1_SLICE, 19, 1, 1, 7, _gib(4.75), _ALL_1G),
+            ("1g.5gb+me", GI_ENUM_1_SLICE_REV1, 20, 1, 1, 1, _gib(4.75), _ALL_1G),
+            ("1g.10gb", GI_ENUM_1_SLICE_REV2, 15, 1, 2, 4, _gib(9.75), _EVEN),
+            ("2g.10gb", GI_ENUM_2_SLICE, 14, 2, 2, 3, _gib(9.75), (0, 2, 4)),
+            ("3g.20gb", GI_ENUM_3_SLICE, 9, 3, 4, 2, _gib(19.62), (0, 4)),
+            ("4g.20gb", GI_ENUM_4_SLICE, 5, 4, 4, 1, _gib(19.62), (0,)),
+            ("7g.40gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, _gib(39.50), (0,))],
+           sources=("MIG User Guide: Supported GPUs (A100-PCIE 40GB)", "gpu-operator 0400: A100-40GB group",
+                    f"{_GT}public/A100_PCIe_40GB__lgip__1.txt (harvester/pcidevices, driver unknown)"),
+           inferred=("placements (the A100 -lgipp)", "total MiB", "0x20B1 as an A100 PCIe 40GB id"),
+           memory_from=(f"{_GT}public/A100_PCIe_40GB__lgip__1.txt", "unknown")),
     # A100 80GB PCIe: the research file's A100-80GB `-lgip` transcript is of this board (driver 515: ids, counts,
     # GiB; 1g.20gb from a later driver); placements as every A100 (`-lgipp`); 0x20B5 in gpu-operator 0400's
     # A100-80GB group.
@@ -157,21 +172,25 @@ MODELS: tuple[GpuModel, ...] = (
                ("7g.80gb", GI_ENUM_7_SLICE, 0, 7, 8, 1, 80896, (0,))],
            sources=("nvidia-smi mig -lgip transcript, A100 80GB PCIe (driver 515)",
                     "gpu-operator 0400: A100-80GB group"),
-           inferred=("NVML name 'NVIDIA A100 80GB PCIe'",)),
+           inferred=("NVML name 'NVIDIA A100 80GB PCIe'",),
+           memory_from=("nvidia-smi mig -lgip transcript, A100 80GB PCIe (not kept in the project)", "R515")),
     # H100 PCIe: MIG User Guide "Supported GPUs" (H100-PCIE 80GB, 7 instances); gpu-operator 0400 puts 0x2331 in
     # the H100-80GB group. INFERRED: ids, placements, MiB and total copied from H100-SXM5-80GB (same GH100).
     _model("H100-PCIE-80GB", (0x233110DE,), ("NVIDIA H100 PCIe",), ("H100-PCIE",), 81559, False,
            _eight_slot("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", (9984, 20096, 40448, 81152)),
            sources=("MIG User Guide: Supported GPUs (H100-PCIE 80GB)", "gpu-operator 0400: H100-80GB group"),
            inferred=("profile ids, placements and MiB copied from H100-SXM5-80GB", "total MiB")),
-    # H100 NVL 94GB: `nvidia-smi mig -lgip` transcript (research file 3.3: ids 19/20/15/14/9/5/0, GiB 10.75 /
-    # 21.62 / 46.38 / 93.12) and `-lgipp` equal to H100's (research 3.2); 0x2321 in gpu-operator 0400's H100 NVL
-    # group (all-balanced 1g.12gb/2g.24gb/3g.47gb). INFERRED: total MiB.
+    # H100 NVL 94GB: the complete `nvidia-smi mig -lgip` in harvester/pcidevices mig_test.go (driver unknown:
+    # tests/data/ground-truth/public/H100_NVL__lgip__1.txt): ids 19/20/15/14/9/5/0, GiB 10.62 / 21.50 / 46.12 /
+    # 92.62 (another driver's transcript in the research notes printed 10.75 / 21.62 / 46.38 / 93.12);
+    # `-lgipp` equal to H100's (research 3.2); 0x2321 in gpu-operator 0400's H100 NVL group (all-balanced
+    # 1g.12gb/2g.24gb/3g.47gb). INFERRED: total MiB.
     _model("H100-NVL-94GB", (0x232110DE,), ("NVIDIA H100 NVL",), ("H100-NVL", "H100 NVL"), 95830, False,
            _eight_slot("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",
-                       (_gib(10.75), _gib(21.62), _gib(46.38), _gib(93.12))),
-           sources=("nvidia-smi mig -lgip/-lgipp transcript, H100 NVL", "gpu-operator 0400: H100 NVL group"),
-           inferred=("total MiB",)),
+                       (_gib(10.62), _gib(21.50), _gib(46.12), _gib(92.62))),
+           sources=("nvidia-smi mig -lgip/-lgipp transcript, H100 NVL", "gpu-operator 0400: H100 NVL group",
+                    f"{_GT}public/H100_NVL__lgip__1.txt (harvester/pcidevices, driver unknown)"),
+           inferred=("total MiB",), memory_from=(f"{_GT}public/H100_NVL__lgip__1.txt", "unknown")),
     # GH200 (H100 96GB on GH200): MIG User Guide "Supported GPUs" (H100 on GH200, 96GB, 7 instances);
     # mig-parted config-default / gpu-operator 0400: 1g.12gb x7, 1g.24gb x4, 2g.24gb x3, 3g.48gb x2, 4g.48gb,
     # 7g.96gb, 1g.12gb+me for the group 0x2342/0x233D/0x20B6/0x2329 (H100-96GB, PG506-96GB, GH200, H20).
@@ -187,7 +206,8 @@ MODELS: tuple[GpuModel, ...] = (
            _eight_slot("1g.18gb", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb",
                        (_gib(17.50), _gib(35.25), 72192, 144896)),
            sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #139", "mig-parted config-default.yaml (GH200 144G)"),
-           inferred=("ids of 3g/4g/7g", "placements (GH100 table)", "MiB of 3g/4g/7g and the total", "NVML name")),
+           inferred=("ids of 3g/4g/7g", "placements (GH100 table)", "MiB of 3g/4g/7g and the total", "NVML name"),
+           memory_from=(f"{_GT}public/GH200__lgip_partial__1.txt", "unknown")),
     # H200 NVL: MIG User Guide "Supported GPUs" (H200 NVL, 141GB); gpu-operator 0400 all-balanced puts 0x233B
     # beside the H200 (0x2335). Ids and GiB: the H200 `-lgip` in mig-parted #120 (1g.18gb 19 16.00, +me 20,
     # 1g.35gb 15 32.25, 2g.35gb 14, 3g.71gb 9 69.50, 4g.71gb 5, 7g.141gb 0 139.75). INFERRED: placements (GH100
@@ -196,7 +216,8 @@ MODELS: tuple[GpuModel, ...] = (
            _eight_slot("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
                        (_gib(16.00), _gib(32.25), _gib(69.50), _gib(139.75))),
            sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #120 (H200)", "gpu-operator 0400: H200 NVL filter"),
-           inferred=("placements (GH100 table)", "total MiB", "the H200's table holds for the NVL board")),
+           inferred=("placements (GH100 table)", "total MiB", "the H200's table holds for the NVL board"),
+           memory_from=(f"{_GT}public/H200_SXM__lgip_partial__1.txt", "unknown")),
     # B200: `-lgip` in mig-parted #166 / gpu-operator #1242 (1g.23gb 19 x7 22.00 GiB, +me 20, 1g.45gb 15 x4
     # 44.25 GiB, 2g.45gb 14 x3) and #187 / #1351 (the same names with 1g at 20.50 GiB; adds 4g.90gb); 3g.90gb x2
     # and 7g.180gb in config-default.yaml; MIG User Guide "Supported GPUs" (B200, 180GB, 7 instances). Both
@@ -207,7 +228,8 @@ MODELS: tuple[GpuModel, ...] = (
                        (_gib(22.00), _gib(44.25), 90624, 181248)),
            sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #166 and #187", "gpu-operator 0400: B200 filter"),
            inferred=("ids of 3g/4g/7g", "placements (8-slot table)", "MiB of 3g/4g/7g and the total",
-                     "1g memory is 22.00 GiB on one driver, 20.50 GiB on another")),
+                     "1g memory is 22.00 GiB on one driver, 20.50 GiB on another"),
+           memory_from=("nvidia-smi mig -lgip in NVIDIA/mig-parted #166", "unknown")),
     # GB200: production boards `-lgip` in mig-parted #227 (1g.23gb 19 x7 22.00 GiB, +me 20, 1g.47gb 15 x4
     # 45.50 GiB, 2g.47gb 14 x3); 3g.93gb/4g.93gb/7g.186gb in config-default after #228; MIG User Guide
     # "Supported GPUs" (GB200, 186GB). Early boards (gpu-operator #1303) print 1g.24gb / 1g.24gb+me at 20.00 GiB:
@@ -221,21 +243,24 @@ MODELS: tuple[GpuModel, ...] = (
            sources=("nvidia-smi mig -lgip in NVIDIA/mig-parted #227 and gpu-operator #1303",
                     "mig-parted #228", "gpu-operator 0400: GB200 HGX filter"),
            inferred=("ids of 3g/4g/7g", "placements (8-slot table)", "MiB of 3g/4g/7g and the total",
-                     "aliases 3g.95gb, 4g.95gb, 7g.189gb")),
+                     "aliases 3g.95gb, 4g.95gb, 7g.189gb"),
+           memory_from=(f"{_GT}public/GB200__lgip_partial__1.txt", "unknown")),
     # RTX PRO 6000 Blackwell: MIG User Guide "Supported GPUs" (96GB, 4 instances); `-lgip` in bigstack-oss/cubecos
-    # #312 (ids 14/21/47/65/67 for 1g.24gb/+me/+gfx/+me.all/-me at 23.12 GiB, 5/35/64/66 for 2g.48gb/+gfx/+me.all/
-    # -me at 46.50 GiB; counts 4/1/4/1/4 and 2/2/1/2) and GoogleCloudPlatform/container-engine-accelerators #564
-    # (the same ids, 1g at 23.62 GiB); 0x2BB5 from `nvidia-smi --query-gpu=pci.device_id` in
-    # bottlerocket-os/bottlerocket-kernel-kit #300. Placements on a 12-unit axis (1g {0,3,6,9}:3, 2g {0,6}:6,
-    # 4g {0}:12) from one `-lgipp` transcript (research file 3.2). INFERRED: 4g ids 0/32, the placements of the
-    # attribute variants, 4g MiB, total MiB, the enums of the attribute variants (go-nvlib's grammar), NVML name.
+    # #312 (driver 580.105.06; ids 14/21/47/65/67 for 1g.24gb/+me/+gfx/+me.all/-me at 23.12 GiB, 5/35/64/66 for
+    # 2g.48gb/+gfx/+me.all/-me at 46.50 GiB; counts 4/1/4/1/4 and 2/2/1/2; its first rows are kept in
+    # tests/data/ground-truth/public/RTX_PRO_6000_Blackwell__lgip_partial__1.txt, and the MiB here are its) and
+    # GoogleCloudPlatform/container-engine-accelerators #564 (the same ids, 1g at 23.62 GiB: another driver);
+    # 0x2BB5 from `nvidia-smi --query-gpu=pci.device_id` in bottlerocket-os/bottlerocket-kernel-kit #300.
+    # Placements on a 12-unit axis (1g {0,3,6,9}:3, 2g {0,6}:6, 4g {0}:12) from one `-lgipp` transcript (research
+    # file 3.2). INFERRED: 4g ids 0/32, the placements of the attribute variants, 4g MiB, total MiB, the enums of
+    # the attribute variants (go-nvlib's grammar), NVML name.
     _model("RTX-PRO-6000-96GB", (0x2BB510DE,), ("NVIDIA RTX PRO 6000 Blackwell Server Edition",),
            ("RTX PRO 6000", "RTX-PRO-6000"), 97887, False, [
-               ("1g.24gb", GI_ENUM_1_SLICE, 14, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
-               ("1g.24gb+me", GI_ENUM_1_SLICE_REV1, 21, 1, 3, 1, _gib(23.62), (0, 3, 6, 9)),
-               ("1g.24gb+gfx", GI_ENUM_1_SLICE_GFX, 47, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
-               ("1g.24gb+me.all", GI_ENUM_1_SLICE_ALL_ME, 65, 1, 3, 1, _gib(23.62), (0, 3, 6, 9)),
-               ("1g.24gb-me", GI_ENUM_1_SLICE_NO_ME, 67, 1, 3, 4, _gib(23.62), (0, 3, 6, 9)),
+               ("1g.24gb", GI_ENUM_1_SLICE, 14, 1, 3, 4, _gib(23.12), (0, 3, 6, 9)),
+               ("1g.24gb+me", GI_ENUM_1_SLICE_REV1, 21, 1, 3, 1, _gib(23.12), (0, 3, 6, 9)),
+               ("1g.24gb+gfx", GI_ENUM_1_SLICE_GFX, 47, 1, 3, 4, _gib(23.12), (0, 3, 6, 9)),
+               ("1g.24gb+me.all", GI_ENUM_1_SLICE_ALL_ME, 65, 1, 3, 1, _gib(23.12), (0, 3, 6, 9)),
+               ("1g.24gb-me", GI_ENUM_1_SLICE_NO_ME, 67, 1, 3, 4, _gib(23.12), (0, 3, 6, 9)),
                ("2g.48gb", GI_ENUM_2_SLICE, 5, 2, 6, 2, _gib(46.50), (0, 6)),
                ("2g.48gb+gfx", GI_ENUM_2_SLICE_GFX, 35, 2, 6, 2, _gib(46.50), (0, 6)),
                ("2g.48gb+me.all", GI_ENUM_2_SLICE_ALL_ME, 64, 2, 6, 1, _gib(46.50), (0, 6)),
@@ -243,6 +268,7 @@ MODELS: tuple[GpuModel, ...] = (
                ("4g.96gb", GI_ENUM_4_SLICE, 0, 4, 12, 1, 95232, (0,)),
                ("4g.96gb+gfx", GI_ENUM_4_SLICE_GFX, 32, 4, 12, 1, 95232, (0,)),
            ],
+           memory_from=(f"{_GT}public/RTX_PRO_6000_Blackwell__lgip_partial__1.txt", "580.105.06"),
            sources=("nvidia-smi mig -lgip in bigstack-oss/cubecos #312 and container-engine-accelerators #564",
                     "MIG User Guide: Supported GPUs (RTX PRO 6000 Blackwell, 4 instances)",
                     "gpu-operator 0400: RTX-PRO-6000-96GB filter"),

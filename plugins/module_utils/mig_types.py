@@ -141,6 +141,11 @@ class GpuModel:
     profile_aliases: tuple[tuple[str, str], ...] = ()
     sources: tuple[str, ...] = ()
     inferred: tuple[str, ...] = ()
+    # (listing, driver) the profiles' MiB are read from: a file under tests/data/ground-truth where the project keeps
+    # the listing, else where it was posted; driver "unknown" where the listing does not say. () = no listing gives
+    # the MiB (INFERRED). Another driver prints other MiB for the same profile: planning on a host uses the host's
+    # own table (mig_host), never these.
+    memory_from: tuple[str, str] | tuple[()] = ()
     key: str = ""  # a host table's model (mig_host): its own registry key; a catalogue row: its name
 
     @property
@@ -236,14 +241,15 @@ Row = tuple[str, int, int, int, int, int, int, tuple[int, ...]]
 
 def _model(name: str, pci: tuple[int, ...], nvml_names: tuple[str, ...], aliases: tuple[str, ...], memory_mib: int,
            reset: bool, rows: list[Row], profile_aliases: tuple[tuple[str, str], ...] = (),
-           sources: tuple[str, ...] = (), inferred: tuple[str, ...] = ()) -> GpuModel:
+           sources: tuple[str, ...] = (), inferred: tuple[str, ...] = (),
+           memory_from: tuple[str, str] | tuple[()] = ()) -> GpuModel:
     """Build a model; ``rows`` are (name, enum, id, compute slices, memory slices, count, MiB, starts)."""
     profiles = tuple(GiProfile(*row) for row in rows)
     slots = max(p.memory_slices for p in profiles)
     return GpuModel(name=name, pci_device_ids=pci, nvml_names=nvml_names, aliases=aliases, memory_mib=memory_mib,
                     memory_slots=slots, compute_slices=max(p.compute_slices for p in profiles),
                     mode_change_requires_reset=reset, gi_profiles=profiles, profile_aliases=profile_aliases,
-                    sources=sources, inferred=inferred)
+                    sources=sources, inferred=inferred, memory_from=memory_from)
 
 
 def _eight_slot(g1: str, g1x2: str, g2: str, g3: str, g4: str, g7: str, mib: tuple[int, int, int, int]) -> list[Row]:
