@@ -25,9 +25,11 @@ for _path in (REPO / "collections", REPO / "simulator" / "src", Path(__file__).r
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_layout as ml  # noqa: E402
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_parted as mpp  # noqa: E402
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import mig_profiles as mp  # noqa: E402
 from test_mig_catalogue import CONFIG, LABELS, LISTED_IDS, OFFERED, expected_verdict  # noqa: E402
 
 from gpufleet_sim import presets, store  # noqa: E402
+from gpufleet_sim.models import list_models, load_model  # noqa: E402
 
 # preset of each catalogue model that has a simulated host (issue 15's list plus the earlier five)
 PRESET_BY_MODEL = {
@@ -43,6 +45,27 @@ PRESET_BY_MODEL = {
 # every other catalogue row: a simulator model file, no preset (issue 15, second slice)
 SIMULATED = sorted([*PRESET_BY_MODEL, "A800-SXM4-80GB", "A800-PCIE-80GB", "A800-PCIE-40GB", "H800-80GB",
                     "H800-PCIE-80GB", "H20-96GB", "B300-288GB"])
+
+
+def test_the_simulator_and_the_catalogue_know_the_same_mig_models() -> None:
+    simulated = {name for name in list_models() if load_model(name)["mig"]["supported"]}
+    assert simulated == set(mp.known_model_names()) == set(SIMULATED)
+
+
+@pytest.mark.parametrize("model", SIMULATED)
+def test_model_file_holds_the_catalogues_table(model: str) -> None:
+    """The two tables are kept apart (the simulator never imports the product), so they are compared here: names,
+    NVML enums, ids, compute slices, counts, MiB and placements, and the listing and driver the MiB are read from
+    (both held to the real listings by test_mig_listings.py)."""
+    gpu = mp.get_model(model)
+    mig = load_model(model)["mig"]
+    catalogue = {p.name: (p.nvml_enum, p.profile_id, p.compute_slices, p.instance_count, p.memory_mib,
+                          [[start, p.memory_slices] for start in p.starts]) for p in gpu.gi_profiles}
+    simulator = {p["name"]: (p["index"], p["id"], p["slices"], p["instances"], p["memory_mib"], p["placements"])
+                 for p in mig["gi_profiles"]}
+    assert simulator == catalogue
+    cited = {"listing": gpu.memory_from[0], "driver": gpu.memory_from[1]} if gpu.memory_from else None
+    assert mig.get("memory_from") == cited
 
 
 @pytest.fixture(scope="module")
