@@ -4,6 +4,7 @@
 #   build/venv           Python venv with gpufleet installed editable, pinned by requirements/constraints.txt
 #   build/repo           the simulated NVIDIA apt repository + PEP 503 index (gpusim build)
 #   build/lab            the test-host image tarball, containers.conf; image localhost/gpufleet-testhost:bookworm
+#   build/prometheus     Debian's prometheus package unpacked (never installed: no server starts), for promtool
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -45,6 +46,19 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
 else
   step "$VENV up to date"
 fi
+# promtool (tests/unit/test_gpu_monitoring_rules.py) comes from Debian's prometheus package, downloaded and unpacked
+# into build/prometheus: installing it would start a Prometheus server on this machine.
+if [[ ! -x build/prometheus/usr/bin/promtool ]]; then
+  step "promtool: apt-get download prometheus, dpkg -x into build/prometheus (not installed)"
+  rm -rf build/prometheus && mkdir -p build/prometheus/deb
+  (cd build/prometheus/deb && { apt-get download -q prometheus 2>/dev/null \
+    || { apt-get update -qq && apt-get download -q prometheus; }; })
+  dpkg -x build/prometheus/deb/prometheus_*.deb build/prometheus
+  build/prometheus/usr/bin/promtool --version | head -1
+else
+  step "promtool present (build/prometheus)"
+fi
+
 export PATH=$ROOT/$VENV/bin:$PATH
 mkdir -p build/lab
 export CONTAINERS_CONF=$ROOT/build/lab/containers.conf
