@@ -63,7 +63,7 @@ def _address(value: Any) -> str | None:
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
-        return value if _DNS.match(value) else None
+        return value if _DNS.fullmatch(value) else None
     return f"[{ip}]" if ip.version == 6 else str(ip)
 
 
@@ -71,7 +71,7 @@ def _listen(value: Any) -> tuple[str, int] | None:
     """``host:port`` (``[v6]:port``, ``:port``) -> (host, port), or None when it is not one."""
     if not isinstance(value, str):
         return None
-    match = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):([0-9]{1,5})$", value)
+    match = re.fullmatch(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):([0-9]{1,5})$", value)
     if not match or not 1 <= int(match.group(2)) <= 65535:
         return None
     host = match.group(1)
@@ -106,7 +106,7 @@ def _target(name: str, record: Mapping[str, Any], dcgm_listen_default: str, node
         problems.append(f"{name}: group_names is not a list of groups (got {_shown(groups)})")
         groups = []
     for group in groups:
-        if not isinstance(group, str) or not _GROUP.match(group):
+        if not isinstance(group, str) or not _GROUP.fullmatch(group):
             problems.append(f"{name}: group {_shown(group)} cannot be a label value; name groups with letters, digits"
                             " and _ only")
     labels = {"host": name, "groups": "," + ",".join(sorted({g for g in groups if g not in _NOT_LABELS})) + ","}
@@ -116,7 +116,7 @@ def _target(name: str, record: Mapping[str, Any], dcgm_listen_default: str, node
             problems.append(f"{name}: ansible_facts.gpufleet_gpus is not gpu_facts' list of GPUs "
                             f"(got {_shown(gpu_names)}); gather the facts again")
         else:
-            bad = [n for n in gpu_names if not isinstance(n, str) or not _GPU_NAME.match(n)]
+            bad = [n for n in gpu_names if not isinstance(n, str) or not _GPU_NAME.fullmatch(n)]
             if bad:
                 problems.append(f"{name}: the GPU name {_shown(bad[0])} in ansible_facts.gpufleet_gpus cannot be a label"
                                 " value (letters, digits, blanks and . _ ( ) / + - only); gather the facts again")
@@ -124,7 +124,7 @@ def _target(name: str, record: Mapping[str, Any], dcgm_listen_default: str, node
                 labels["gpu_model"] = ",".join(sorted(set(gpu_names)))
     layout = record.get("mig_layout")
     if layout is not None:
-        if not isinstance(layout, str) or not _LAYOUT.match(layout):
+        if not isinstance(layout, str) or not _LAYOUT.fullmatch(layout):
             problems.append(f"{name}: nvidia_mig_layout cannot be a label value (got {_shown(layout)}); name layouts "
                             "with letters, digits and . _ - only")
         else:
@@ -183,7 +183,7 @@ def build_targets(records: Any, dcgm_listen_default: Any = "127.0.0.1:9400",
             problems.append(f"a host record is not a mapping (got {_shown(record)})")
             continue
         name = record.get("host")
-        if not isinstance(name, str) or not _HOST.match(name):
+        if not isinstance(name, str) or not _HOST.fullmatch(name):
             problems.append(f"the inventory host {_shown(name)} cannot be a label value; name hosts with letters, "
                             "digits and . _ - only")
             continue
