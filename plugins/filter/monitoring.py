@@ -22,7 +22,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.monitoring_targets
 def monitoring_host_records(hosts: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One record per host of ``hosts`` from ``hostvars`` (group_names, addresses, nvidia_dcgm_*, MIG layout, GPUs)."""
     if not isinstance(hosts, Sequence) or isinstance(hosts, (str, bytes)):
-        raise AnsibleFilterError(f"monitoring_host_records: the input must be a list of inventory hosts (got {hosts!r})")
+        raise AnsibleFilterError(
+            f"monitoring_host_records: the input must be a list of inventory hosts (got {hosts!r})")
     return [host_record(str(name), hostvars[name]) for name in hosts]
 
 

@@ -118,8 +118,8 @@ def _target(name: str, record: Mapping[str, Any], dcgm_listen_default: str, node
         else:
             bad = [n for n in gpu_names if not isinstance(n, str) or not _GPU_NAME.fullmatch(n)]
             if bad:
-                problems.append(f"{name}: the GPU name {_shown(bad[0])} in ansible_facts.gpufleet_gpus cannot be a label"
-                                " value (letters, digits, blanks and . _ ( ) / + - only); gather the facts again")
+                problems.append(f"{name}: the GPU name {_shown(bad[0])} in ansible_facts.gpufleet_gpus cannot be a "
+                                "label value (letters, digits, blanks and . _ ( ) / + - only); gather the facts again")
             elif gpu_names:
                 labels["gpu_model"] = ",".join(sorted(set(gpu_names)))
     layout = record.get("mig_layout")

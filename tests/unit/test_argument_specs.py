@@ -75,8 +75,8 @@ def _repo_roles() -> list[Path]:
 
 
 #: the roles the collection ships: one may be added, none may go missing unnoticed
-COLLECTION_ROLES = {"gpu_health", "gpu_monitoring", "nvidia_container_toolkit", "nvidia_dcgm", "nvidia_driver", "nvidia_gpu_sharing",
-                    "nvidia_mig", "nvidia_mps", "nvml_python"}
+COLLECTION_ROLES = {"gpu_health", "gpu_monitoring", "nvidia_container_toolkit", "nvidia_dcgm", "nvidia_driver",
+                    "nvidia_gpu_sharing", "nvidia_mig", "nvidia_mps", "nvml_python"}
 
 
 def test_the_checker_sees_every_role():

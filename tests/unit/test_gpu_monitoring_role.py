@@ -210,7 +210,8 @@ def test_every_alert_has_a_summary_a_description_and_a_runbook_that_exists(rende
     anchors = _anchors(HEALTH_DOC.read_text(encoding="utf-8"))
     for alert in _alerts(rendered["out"] / "rules/gpufleet.rules.yml"):
         annotations = alert["annotations"]
-        assert annotations["summary"] and annotations["description"], alert["alert"]
+        assert annotations["summary"], alert["alert"]
+        assert annotations["description"], alert["alert"]
         url, _, anchor = annotations["runbook_url"].partition("#")
         assert url == "docs/health.md"
         assert anchor in anchors, (alert["alert"], anchor)

@@ -112,7 +112,7 @@ def test_bad_inventory_values_are_named(records: list[dict[str, Any]], message: 
     with pytest.raises(TargetError) as info:
         build_targets(records)
     assert str(info.value) == message + END
-    with pytest.raises(AnsibleFilterError, match="^gpu_monitoring: "):
+    with pytest.raises(AnsibleFilterError, match=r"^gpu_monitoring: "):
         monitoring_targets(records)
 
 
@@ -163,7 +163,12 @@ def test_fuzz_targets_or_a_named_error(records: Any, listen: Any, port: Any) -> 
     try:
         result = build_targets(records, listen, port)
     except TargetError as exc:
-        assert exc.problems and str(exc).startswith("gpu_monitoring: ")
+        problems, text = exc.problems, str(exc)
+    else:
+        problems, text = [], ""
+    if text:
+        assert problems
+        assert text.startswith("gpu_monitoring: ")
         return
     for kind in ("dcgm_exporter", "node_exporter"):
         for group in result[kind]:
