@@ -46,7 +46,7 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
 else
   step "$VENV up to date"
 fi
-# promtool (tests/unit/test_gpu_monitoring_rules.py) comes from Debian's prometheus package, downloaded and unpacked
+# promtool (tests/unit/test_gpu_monitoring_role.py) comes from Debian's prometheus package, downloaded and unpacked
 # into build/prometheus: installing it would start a Prometheus server on this machine.
 if [[ ! -x build/prometheus/usr/bin/promtool ]]; then
   step "promtool: apt-get download prometheus, dpkg -x into build/prometheus (not installed)"

@@ -35,9 +35,10 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 #: the budget of the whole run (issue 33), seconds
 BUDGET_S = 45 * 60
-#: each layer's share of BUDGET_S, seconds of the main thread's wall time (they add up to the budget): the
-#: figures of the full run measured on 2026-11-28 (docs/testing.md, "The suite's budget"), rounded up
-SHARES_S = {"unit": 240, "sim": 420, "gates": 180, "integration": 1500, "molecule": 360}
+#: each layer's share of BUDGET_S, seconds of the main thread's wall time (they add up to the budget), split from
+#: the first full run that measured itself (2026-11-28, docs/testing.md, "The suite's budget"): the layers that fit
+#: got about 1.5x what they took there, integration the rest (it took 2457 s: over its share, the layer to cut)
+SHARES_S = {"unit": 150, "sim": 150, "gates": 150, "integration": 2160, "molecule": 90}
 LAYER_ORDER = ("unit", "sim", "gates", "integration", "molecule", "other")
 SLOWEST = 20
 REPORT = REPO / "build" / "suite-times.json"
