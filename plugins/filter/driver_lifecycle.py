@@ -109,10 +109,10 @@ def driver_branch_check(lifecycle: Any, branch: Any, gpus: Any, today: Any, kern
         raise AnsibleFilterError("driver_branch_check: the lifecycle table needs 'branches' and 'architectures' "
                                  "mappings")
     name = str(branch)
-    if not _BRANCH.match(name):
+    if not _BRANCH.fullmatch(name):
         raise AnsibleFilterError(f"driver_branch_check: a branch is 3 or 4 digits such as 580 (got {name!r})")
     month = str(today)[:7]
-    if not _MONTH.match(month):
+    if not _MONTH.fullmatch(month):
         raise AnsibleFilterError(f"driver_branch_check: today is a date YYYY-MM-DD (got {today!r})")
     flavour = str(kernel_module)
     if flavour not in KERNEL_MODULES:
@@ -201,7 +201,7 @@ PACKAGE_NAMES: tuple[tuple[int, dict[str, str]], ...] = (
 def driver_package_names(branch: Any) -> dict[str, str]:
     """The names of the fabric manager, NSCQ, NVLSM and IMEX packages of driver branch ``branch`` ("570", 580)."""
     name = str(branch).strip()
-    if not _BRANCH.match(name):
+    if not _BRANCH.fullmatch(name):
         raise AnsibleFilterError(f"driver_package_names: {branch!r} is not a driver branch (three or four digits, "
                                  "such as 580)")
     names = next(row for first, row in PACKAGE_NAMES if int(name) >= first)

@@ -60,21 +60,21 @@ def mig_resource_name(profile: Any) -> str:
         raise AnsibleFilterError(f"gpu_sharing_mig_resource: the MIG profile must be a name like 1g.10gb or "
                                  f"1g.10gb+me (got {profile!r})")
     name = RESOURCE_PREFIX + "mig-" + profile.replace("+", ".")
-    if not _MIG_RESOURCE.match(name):
+    if not _MIG_RESOURCE.fullmatch(name):
         raise AnsibleFilterError(f"gpu_sharing_mig_resource: {profile!r} is not a MIG profile name; expected "
                                  f"[<C>c.]<G>g.<GB>gb with an optional +attr or -attr, e.g. 1g.10gb+me")
     return name
 
 
 def _parse_version(version: Any) -> tuple[int, int, int] | None:
-    match = _VERSION.match(version) if isinstance(version, str) else None
+    match = _VERSION.fullmatch(version) if isinstance(version, str) else None
     return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else None
 
 
 def _name_error(where: str, name: Any) -> str | None:
     if name == FULL_GPU:
         return None
-    if isinstance(name, str) and _MIG_RESOURCE.match(name) and len(name) <= MAX_RESOURCE_NAME:
+    if isinstance(name, str) and _MIG_RESOURCE.fullmatch(name) and len(name) <= MAX_RESOURCE_NAME:
         return None
     if isinstance(name, str) and name.startswith(RESOURCE_PREFIX + "mig-") and "+" in name:
         fixed = name.replace("+", ".")
@@ -282,14 +282,14 @@ def gpu_sharing_configmap(entries: Any, name: Any = "nvidia-device-plugin-config
     """
     for what, value in (("nvidia_gpu_sharing_configmap_name", name),
                         ("nvidia_gpu_sharing_configmap_namespace", namespace)):
-        if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+        if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(value):
             raise AnsibleFilterError(f"{what} must be a DNS-1123 subdomain (lower-case letters, digits, '-' and "
                                      f"'.', at most 253 characters; got {value!r})")
     data: dict[str, str] = {}
     owners: dict[str, str] = {}
     for entry in entries if isinstance(entries, list) else []:
         key, host, document = entry.get("key"), entry.get("host"), entry.get("document")
-        if not isinstance(key, str) or not _LABEL_VALUE.match(key):
+        if not isinstance(key, str) or not _LABEL_VALUE.fullmatch(key):
             raise AnsibleFilterError(f"nvidia_gpu_sharing_config_name of {host} must be a node label value (letters, "
                                      f"digits, '-', '_' and '.', at most 63 characters, starting and ending with a "
                                      f"letter or digit; got {key!r})")

@@ -259,6 +259,13 @@ def test_configmap_refuses_one_key_for_two_configs() -> None:
                                  "of them another name")
 
 
+def test_configmap_refuses_a_key_with_a_trailing_newline() -> None:
+    """re.match's ``$`` matches before a final newline; the key must be a label value as a whole."""
+    with pytest.raises(AnsibleFilterError) as err:
+        gs.gpu_sharing_configmap([{"host": "a", "key": "mps-2\n", "document": "x"}])
+    assert err.value.message.startswith("nvidia_gpu_sharing_config_name of a must be a node label value")
+
+
 def test_configmap_refuses_a_name_kubernetes_refuses() -> None:
     with pytest.raises(AnsibleFilterError) as err:
         gs.gpu_sharing_configmap([], name="Device_Plugin")

@@ -170,6 +170,7 @@ def test_a_host_no_flavour_can_serve_is_refused() -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (("not a table", "580", [], "2026-11-24"), "lifecycle table"),
     ((TABLE, "58", [], "2026-11-24"), "3 or 4 digits"),
+    ((TABLE, "580\n", [], "2026-11-24"), "3 or 4 digits"),  # re.match's $ lets a trailing newline through
     ((TABLE, "580", "0000:18:00.0", "2026-11-24"), "list of GPUs"),
     ((TABLE, "580", ["0x2901"], "2026-11-24"), "mapping with bus_id"),
     ((TABLE, "580", [], "24.11.2026"), "YYYY-MM-DD"),

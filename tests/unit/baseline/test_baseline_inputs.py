@@ -68,12 +68,16 @@ def _one_line(output: str) -> str:
          'nvidia_dcgm: nvidia_dcgm_hostengine_listen is not safe to write into a file or command line on the host '
          '(got "127.0.0.1:5555\\nExecStartPost=/bin/touch /x"); it may hold only host:port, the host a name, an IPv4 '
          'address or a [bracketed] IPv6 address. Nothing was changed.'),
+        # a trailing newline: Ansible's `match` is re.match, whose $ matches before it; the roles' patterns end in \\Z
+        ("slurm_gres", {"slurm_gres_node_name": "gpu-a\n"},
+         "slurm_gres: the node name must be a Slurm node name (letters, digits, '.', '_', '-'; got \"gpu-a\\n\")"),
         ("nvml_python", {"nvml_python_index_url": "http://mirror.example/simple/"},
          "nvml_python: the index http://mirror.example/simple/ is plain http, so the nvidia-ml-py wheel that "
          "gpufleet's modules run as root could be swapped on the way; use an https:// index, or set "
          "nvml_python_index_allow_http: true (with nvml_python_package_sha256) for a trusted local mirror."),
     ],
-    ids=["persistenced-args", "module-params", "mok-key", "toolkit-suite", "dcgm-listen", "nvml-http-index"],
+    ids=["persistenced-args", "module-params", "mok-key", "toolkit-suite", "dcgm-listen", "slurm-node-newline",
+         "nvml-http-index"],
 )
 def test_unsafe_inventory_values_are_refused_in_preflight(tmp_path, role, variables, message) -> None:
     rc, output = _preflight(tmp_path, role, variables)
