@@ -12,6 +12,7 @@ if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))
 
 import suite_budget  # noqa: E402  (needs tests/ on sys.path, set just above)
+import suite_lanes  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,3 +27,5 @@ def pytest_configure(config: pytest.Config) -> None:
     init_plugin_loader([str(REPO / "collections")])
     if not config.pluginmanager.is_registered(suite_budget):
         config.pluginmanager.register(suite_budget, "gpufleet-suite-budget")
+    if not config.pluginmanager.is_registered(suite_lanes):
+        config.pluginmanager.register(suite_lanes, "gpufleet-suite-lanes")

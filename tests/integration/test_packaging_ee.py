@@ -34,8 +34,8 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SOCKET_IN_EE = "/run/gpufleet-podman.sock"
-# two hosts, on loopback addresses no other fixture of the suite uses
-HOSTS = {"2xL40S": "127.0.201.1", "4xA30": "127.0.202.1"}
+# two hosts, on loopback addresses no other test of the suite uses (it may run beside any of them: tests/suite_lanes.py)
+HOSTS = {"2xL40S": "127.0.224.1", "4xA30": "127.0.225.1"}
 
 
 def _ee_build() -> dict[str, object]:

@@ -38,7 +38,7 @@ from gpufleet_sim.repo import key_fingerprint
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 
 ROOT = project_root()
-NODES = {"slurm-a": "127.0.216.1", "slurm-b": "127.0.217.1"}
+NODES = {"slurm-a": "127.0.222.1", "slurm-b": "127.0.223.1"}  # used by no other test (tests/suite_lanes.py)
 PRESETS = {"slurm-a": "2xA100-40GB", "slurm-b": "4xA30"}
 REPO = "http://127.0.0.1:8765/"
 

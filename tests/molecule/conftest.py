@@ -5,7 +5,9 @@ session (before ``test_no_leftovers.py``), and the scenarios themselves start as
 background threads, while the other tests run in the main thread:
 
 - one scenario at a time while the other tests run (the second core is theirs), then, once the main thread
-  reaches the scenario tests, ``GPUFLEET_MOLECULE_PARALLEL`` at a time (default: the number of CPUs);
+  reaches the scenario tests, ``GPUFLEET_MOLECULE_PARALLEL`` at a time (default: the number of CPUs); the slots
+  are the suite's one pool of background work (``suite_lanes.SLOTS``), which the test files of the background lane
+  (tests/suite_lanes.py) take once every scenario has been handed to a worker;
 - the longest first; each with its own block of loopback numbers (``GPUFLEET_MOLECULE_FIRST_LOOPBACK``), so
   services with fixed ports never meet, and Molecule's hosts never share a name or an address with the
   integration tests' (127.0.200+ and the fleets' 127.0.1+);
@@ -34,6 +36,7 @@ from pathlib import Path
 import pytest
 
 import suite_budget  # tests/, put on sys.path by tests/conftest.py
+import suite_lanes
 from gpufleet_lab import reposerver
 from gpufleet_lab.image import ensure_image
 from gpufleet_lab.podman import build_dir, containers_conf, project_root
@@ -121,12 +124,12 @@ class ScenarioRuns:
         self.server_pid: int | None = None
         self._queue = list(self.order)
         self._lock = threading.Lock()
-        self._slots = threading.Semaphore(1)
-        self._wide = False
+        self._slots = suite_lanes.SLOTS
         self._cancelled = False
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        suite_lanes.expect_scenarios()
         try:
             reposerver.check_repo(reposerver.repo_dir())
             os.environ["CONTAINERS_CONF"] = str(containers_conf())
@@ -136,6 +139,7 @@ class ScenarioRuns:
             self.server_pid = reposerver.start()
         except (reposerver.RepoServerError, OSError, ValueError, subprocess.SubprocessError) as exc:
             self.error = f"the Molecule scenarios could not start: {exc}"
+            suite_lanes.scenarios_handed_out()
             return
         for i in range(workers):
             thread = threading.Thread(target=self._work, args=(molecule,), name=f"molecule-{i}", daemon=True)
@@ -144,11 +148,7 @@ class ScenarioRuns:
 
     def widen(self) -> None:
         """Let every worker run (the main thread has reached the scenario tests and only waits now)."""
-        with self._lock:
-            if not self._wide:
-                self._wide = True
-                for _ in self._threads[1:]:
-                    self._slots.release()
+        suite_lanes.widen(len(self._threads))
 
     def _work(self, molecule: str) -> None:
         while True:
@@ -156,6 +156,8 @@ class ScenarioRuns:
                 if self._cancelled or not self._queue:
                     return
                 scenario = self._queue.pop(0)
+                if not self._queue:
+                    suite_lanes.scenarios_handed_out()
             with self._slots:
                 future = self.futures[scenario]
                 try:
@@ -170,6 +172,7 @@ class ScenarioRuns:
             for scenario in self._queue:
                 self.futures[scenario].cancel()
             self._queue.clear()
+        suite_lanes.scenarios_handed_out()
         self.widen()
         for thread in self._threads:
             thread.join()
