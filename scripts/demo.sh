@@ -5,7 +5,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 export PATH=$PWD/build/venv/bin:$PATH CONTAINERS_CONF=$PWD/build/lab/containers.conf
-if command -v gpufleet-lab >/dev/null; then
-  exec gpufleet-lab demo "$@"
-fi
-exec python -m gpufleet_lab.cli demo "$@"
+exec python tools/demo.py "$@"

@@ -1,10 +1,10 @@
-"""``gpufleet-lab``: build the test-host image, start/stop hosts and fleets, run the demo.
+"""``gpufleet-lab``: build the test-host image, start/stop hosts and fleets (the demo that drives the product
+against them is ``tools/demo.py``, outside this distribution).
 
     gpufleet-lab image build [--force]
     gpufleet-lab hosts up NAME=PRESET... [--owner molecule] [--first-loopback N] [--fleet F]
     gpufleet-lab hosts down NAME... | hosts list
     gpufleet-lab fleet up [--name sim] [--count N] | fleet down [--name sim] | fleet status
-    gpufleet-lab demo [--keep]
     gpufleet-lab cleanup [--molecule]
 """
 
@@ -99,12 +99,6 @@ def _fleet_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from gpufleet_lab import demo
-
-    return demo.main(keep=args.keep)
-
-
 def _cleanup(args: argparse.Namespace) -> int:
     removed = hosts_mod.cleanup((LAB_OWNER, MOLECULE_OWNER) if args.molecule else (LAB_OWNER,))
     for record in sorted((build_dir() / "fleets").glob("*.json")):
@@ -152,10 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
     f_status = fleet.add_parser("status", help="list the fleet's hosts")
     f_status.add_argument("--name", default=fleet_mod.SIM_FLEET)
     f_status.set_defaults(func=_fleet_status)
-
-    demo = sub.add_parser("demo", help="the main job: site.yml against the simulated fleet, then a summary")
-    demo.add_argument("--keep", action="store_true", help="leave the fleet running afterwards")
-    demo.set_defaults(func=_demo)
 
     clean = sub.add_parser("cleanup", help="remove every lab host and stop the repository servers fleets started")
     clean.add_argument("--molecule", action="store_true", help="also remove containers labelled owner=molecule")

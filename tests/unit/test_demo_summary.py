@@ -1,15 +1,27 @@
-"""The demo's pure parts: playbook choice, GPUs from module data, health phrases, live progress lines."""
+"""The demo's pure parts (tools/demo.py): playbook choice, GPUs from module data, health phrases, live progress
+lines."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufleet.results import Event, FailedTask, HostResult, RunResult
-from gpufleet_lab.demo import Progress, gpus_from_facts, health_summary, mig_summary, pick_playbooks, summarise
+
+DEMO = Path(__file__).resolve().parents[2] / "tools" / "demo.py"
+_SPEC = importlib.util.spec_from_file_location("gpufleet_demo", DEMO)
+assert _SPEC is not None
+assert _SPEC.loader is not None
+demo = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = demo  # dataclasses look their module up by name
+_SPEC.loader.exec_module(demo)
+Progress, gpus_from_facts, health_summary = demo.Progress, demo.gpus_from_facts, demo.health_summary
+mig_summary, pick_playbooks, summarise = demo.mig_summary, demo.pick_playbooks, demo.summarise
 
 
 @pytest.mark.parametrize(("facts", "gpus"), [

@@ -5,10 +5,16 @@ Steps: build/import the host image if needed, start the sim fleet (repository se
 print a per-host summary (GPUs, what changed, health when the playbook reports it), then stop everything this
 run started unless ``keep``. When ``playbooks/site.yml`` does not exist yet, the testhosts scenario's
 ``prepare.yml`` + ``converge.yml`` run instead (plain tasks that install the simulated driver), and the demo says so.
+
+    python tools/demo.py [--keep]        (what ``bash scripts/demo.sh`` runs, in build/venv)
+
+It lives with the product, not in the simulator's distribution: it is the one place that drives the product
+(``gpufleet.api``) against the lab (``gpufleet_lab``), so that neither package imports the other (issue 32).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpufleet import api
 from gpufleet_lab import fleet as fleet_mod
 from gpufleet_lab.hosts import exec_in
 from gpufleet_lab.podman import containers_conf, project_root
@@ -153,8 +160,6 @@ def summarise(results: list[Any], progress: Progress, out: TextIO = sys.stdout) 
 
 def main(keep: bool = False, out: TextIO = sys.stdout) -> int:
     """Run the demo; return the exit code of the provisioning run (0 when every host is fine)."""
-    from gpufleet import api  # imported late: the rest of the lab does not need ansible-runner
-
     os.environ["CONTAINERS_CONF"] = str(containers_conf())
     root = project_root()
     playbooks, which = pick_playbooks(root)
@@ -190,3 +195,9 @@ def main(keep: bool = False, out: TextIO = sys.stdout) -> int:
             server = ("stopped the repository server it started" if fleet.repo_pid is not None
                       else "left the repository server that was already running")
             print(f"\nCleaned up: removed {len(removed)} host(s); {server}.", file=out)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="the main job: site.yml against the simulated fleet, then a summary")
+    parser.add_argument("--keep", action="store_true", help="leave the fleet running afterwards")
+    sys.exit(main(keep=parser.parse_args().keep))
