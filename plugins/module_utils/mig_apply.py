@@ -399,6 +399,9 @@ def check_indexes(indexes: Any, count: int) -> list[int] | None:
     have = f"GPUs 0-{count - 1}" if count else "no GPU"
     if not isinstance(indexes, (list, tuple)):
         raise InvalidLayout(f"gpus must be a list of GPU indexes, got {indexes!r}; this host has {have}")
+    if not indexes:  # never "already applied": an empty selection manages nothing (issue 32)
+        raise InvalidLayout(f"gpus is an empty list: it selects no GPU, so nothing would be applied; leave gpus "
+                            f"unset for every GPU, or list the ones to manage (this host has {have})")
     seen: list[int] = []
     for value in indexes:
         if isinstance(value, bool) or not isinstance(value, int):

@@ -40,11 +40,29 @@ class MigPartedError(ValueError):
     """A mig-parted config is invalid, or a layout cannot be written as one."""
 
 
+# NVIDIA's largest published mig-parted config, gpu-operator's default (tests/data/gpu-operator), is 11.6 KB; a
+# text 90 times that is not a MIG config, and PyYAML would take minutes and gigabytes over a 10 MB one.
+MAX_TEXT_BYTES = 1024 * 1024
+
+
+def too_large(size: int) -> str | None:
+    """Why a mig-parted text of ``size`` bytes is refused, or None."""
+    if size <= MAX_TEXT_BYTES:
+        return None
+    return (f"unable to parse mig-parted config: it is {size} bytes, more than the {MAX_TEXT_BYTES} this reads "
+            "(NVIDIA's own default config is about 12 KB); check that the file is the mig-parted config")
+
+
 def _load(doc: Any) -> Any:
     if isinstance(doc, (str, bytes)):
         import yaml  # PyYAML ships with ansible-core; only needed for text input
 
+        problem = too_large(len(doc.encode("utf-8") if isinstance(doc, str) else doc))
+        if problem:
+            raise MigPartedError(problem)
         try:
+            # PyYAML's pure-Python loader, not libyaml's CSafeLoader: the C one crashes the process (SIGSEGV) on a
+            # deeply nested text where this one raises RecursionError; the size limit above bounds its time
             return yaml.safe_load(doc)
         except yaml.YAMLError as exc:
             raise MigPartedError(f"unable to parse mig-parted config: {exc}") from None
@@ -60,8 +78,13 @@ def _check_filter(value: Any, where: str) -> list[str]:
     if value == "" or value == []:
         return []
     values = value if isinstance(value, list) else [value]
-    if not all(isinstance(v, str) and v.strip() for v in values):
+    if not all(isinstance(v, str) for v in values):
         raise MigPartedError(f"{where}: 'device-filter' must be a string or a list of strings, got {value!r}")
+    if not all(v.strip() for v in values):
+        # in a list, mig-parted parses '' to the zero DeviceID (the error ignored), which no GPU has: the entry
+        # would silently match nothing. Only '' alone and [] mean "no filter" there.
+        raise MigPartedError(f"{where}: 'device-filter' {value!r} holds an empty id: mig-parted would match no GPU "
+                             "with it (only '' alone or [] mean no filter); remove the empty id, or the filter")
     result = []
     for text in values:
         parts = text.split(":")

@@ -203,8 +203,15 @@ def plan_offline(
 def import_mig_parted(path: str | os.PathLike[str], *, config: str | None = None) -> dict[str, Any]:
     """Read a mig-parted config (``version: v1``, ``mig-configs``); returns ``{"nvidia_mig_layouts": {...}}``
     (with ``config``, only that label)."""
-    doc = _read_yaml(path, "mig-parted config")
     parted = _module("mig_parted")
+    try:
+        size = Path(path).expanduser().stat().st_size
+    except OSError as exc:
+        raise InputError(f"mig-parted config {os.fspath(path)!r} cannot be read: {exc.strerror}; check the path") \
+            from exc
+    if parted.too_large(size):
+        raise MigLayoutError([parted.too_large(size)])
+    doc = _read_yaml(path, "mig-parted config")
     try:
         layouts = parted.from_mig_parted(doc)
     except ValueError as exc:

@@ -94,6 +94,15 @@ def test_import_then_export_round_trip(tmp_path: Path):
     assert yaml.safe_load(out) == yaml.safe_load((MIG / "mig-parted.yml").read_text())
 
 
+def test_import_refuses_a_file_past_the_size_limit_before_reading_it(tmp_path: Path) -> None:
+    big = tmp_path / "huge.yml"
+    big.write_text("version: v1\n" + "#" * (1024 * 1024), encoding="utf-8")
+    code, out, err = run_cli("mig", "import", str(big))
+    assert (code, out) == (4, "")
+    assert "it is 1048588 bytes, more than the 1048576 this reads" in err
+    assert err.count("\n") <= 2, err
+
+
 def test_import_selects_one_config_and_names_the_others():
     assert mig.import_mig_parted(MIG / "mig-parted.yml", config="all-disabled") == {
         "nvidia_mig_layouts": {"all-disabled": [{"devices": "all", "mig_enabled": False}]}}

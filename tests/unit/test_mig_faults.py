@@ -150,6 +150,8 @@ def test_mig_validate_filter_names_a_bad_input() -> None:
 # --------------------------------------------------------------------------------------------------- gpus option
 @pytest.mark.parametrize(("gpus", "message"), [
     ([99], "gpus: GPU 99 is not on this host (it has GPUs 0-7); list only its GPUs"),
+    ([], "gpus is an empty list: it selects no GPU, so nothing would be applied; leave gpus unset for every GPU, "
+         "or list the ones to manage (this host has GPUs 0-7)"),
     ([1, 1], "gpus: GPU 1 is listed twice; list each GPU once"),
     (["1"], "gpus: '1' is not a GPU index; list integers (this host has GPUs 0-7)"),
 ])

@@ -61,6 +61,16 @@ def test_empty_device_filter_is_no_filter(empty: Any) -> None:
         (0, ["7g.80gb"]), (1, ["7g.80gb"])]
 
 
+@pytest.mark.parametrize("filt", [[""], ["0x20B210DE", " "]])
+def test_an_empty_id_in_a_device_filter_list_is_refused_not_read_as_no_filter(filt: list[str]) -> None:
+    """mig-parted's MatchesDeviceFilter (api/spec/v1/helpers.go) drops '' only when it is the whole filter; in a
+    list it parses it, ignores the parse error and compares the zero DeviceID, which no GPU has: the entry would
+    quietly apply to nothing."""
+    doc = {"version": "v1", "mig-configs": {"a": [{"device-filter": filt, "devices": "all", "mig-enabled": False}]}}
+    with pytest.raises(mpp.MigPartedError, match=r"holds an empty id: mig-parted would match no GPU with it"):
+        mpp.from_mig_parted(doc, "a")
+
+
 def test_devices_empty_list_matches_nothing_and_is_refused() -> None:
     doc = {"version": "v1", "mig-configs": {"a": [{"devices": [], "mig-enabled": False},
                                                   {"devices": "all", "mig-enabled": False}]}}
@@ -78,3 +88,15 @@ def test_a_filter_that_matches_no_gpu_leaves_the_gpus_unmatched() -> None:
     assert info.value.problems == [
         "GPU 0 (A100-SXM4-80GB): no layout entry matches it; add an entry for it or use devices: all",
         "GPU 1 (H100-SXM5-80GB): no layout entry matches it; add an entry for it or use devices: all"]
+
+
+def test_a_text_past_the_size_limit_is_refused_before_it_is_parsed() -> None:
+    """A 10 MB file took 240 s and 1.4 GB in PyYAML (issue 32); NVIDIA's own default config is 12 KB."""
+    text = "version: v1\n" + "#" * mpp.MAX_TEXT_BYTES
+    with pytest.raises(mpp.MigPartedError) as err:
+        mpp.from_mig_parted(text)
+    assert str(err.value) == (f"unable to parse mig-parted config: it is {len(text)} bytes, more than the "
+                              f"{mpp.MAX_TEXT_BYTES} this reads (NVIDIA's own default config is about 12 KB); "
+                              "check that the file is the mig-parted config")
+    assert GPU_OPERATOR.stat().st_size * 50 < mpp.MAX_TEXT_BYTES, "NVIDIA's real config is far inside the limit"
+    assert mpp.from_mig_parted(yaml.safe_dump(CONFIG)), "and it still parses as text"
