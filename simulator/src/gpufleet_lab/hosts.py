@@ -5,6 +5,15 @@ A host is a podman container from :data:`gpufleet_lab.image.IMAGE` running ``/sb
 ``/var/lib/nvidia-sim/state.json`` (0644 root, directory 0755) and a read-only fake PCI tree mounted over
 ``/sys/bus/pci/devices``. Each host owns one loopback address ``127.0.N.1`` for services it runs.
 
+A host whose state has HCAs (``"rdma"``: gpufleet_sim.infiniband) also gets the simulated kernel's RDMA files,
+written on this machine under ``build/lab/hosts/<name>/kernel`` and seen three ways in the host: read-only at
+``/sys/class/infiniband`` (where ibstat, ibstatus and the product read them), read-write at
+``/var/lib/nvidia-sim/kernel`` (where the simulator in the host, as the hardware, rewrites them when a fault
+changes the state), and the simulated modules' folders at ``/sys/module/<name>`` (``initstate`` ``live`` while
+loaded: ``nvidia_peermem``, ``mlx5_ib`` ...). This machine's ``/sys/class`` and ``/sys/module`` have no such
+folders to mount on and sysfs takes no new folder, so in such a host each of the two is a folder of empty mount
+points, one per entry of this machine's (each bound back read-only from it) plus the simulated ones.
+
 A host reboots as a machine does: ``reboot`` inside it ends the container, podman starts it again
 (``--restart=always``; ``podman stop`` and ``rm`` keep it down), and every start is a boot: the lab's OCI hook
 (:mod:`gpufleet_lab.boothook`) gives it a new ``/proc/sys/kernel/random/boot_id`` and power-cycles its simulated
@@ -32,6 +41,9 @@ LOG = logging.getLogger(__name__)
 
 STATE_DIR = "/var/lib/nvidia-sim"
 PCI_MOUNT = "/sys/bus/pci/devices"
+SYS_CLASS = "/sys/class"
+SYS_MODULE = "/sys/module"
+KERNEL_MOUNT = "/var/lib/nvidia-sim/kernel"
 LABEL_PRESET = "gpufleet.preset"
 LABEL_LOOPBACK = "gpufleet.loopback"
 LABEL_FLEET = "gpufleet.fleet"
@@ -117,7 +129,46 @@ def prepare_files(spec: HostSpec, state_factory: Callable[[str, str], Mapping[st
     pci_dir = base / "pci"
     write_pci_tree(state, pci_dir)
     write_local_facts(spec, base / "ansible")
+    write_kernel_files(state, base)
     return state_dir, pci_dir, state
+
+
+def write_kernel_files(state: Mapping[str, Any], base: Path, sys_root: Path = Path("/sys")) -> bool:
+    """Write the simulated RDMA kernel files (``kernel/``) and the ``sys/`` mount points of a host with HCAs.
+
+    Returns whether the host has HCAs (nothing is written without).
+    """
+    if not (state.get("rdma") or {}).get("hcas"):
+        return False
+    from gpufleet_sim.infiniband import render  # the simulator decides what the kernel shows
+
+    kernel = base / "kernel"
+    kernel.mkdir(parents=True, exist_ok=True)
+    kernel.chmod(0o755)
+    render(dict(state), kernel, pci_root=PCI_MOUNT)
+    for sub, ours in (("class", ["infiniband"]), ("module", [p.name for p in (kernel / "module").iterdir()])):
+        stubs = base / "sys" / sub
+        stubs.mkdir(parents=True, exist_ok=True)
+        for name in {*(p.name for p in (sys_root / sub).iterdir()), *ours}:
+            (stubs / name).mkdir(exist_ok=True)
+    return True
+
+
+def kernel_mounts(base: Path, sys_root: Path = Path("/sys")) -> list[str]:
+    """The ``podman create`` mount arguments of a host with HCAs (see the module's description); [] without."""
+    kernel = base / "kernel"
+    if not (kernel / "infiniband").is_dir():
+        return []
+    args: list[str] = []
+    for sub, ours in (("class", {"infiniband": kernel / "infiniband"}),
+                      ("module", {p.name: p for p in (kernel / "module").iterdir()})):
+        args += ["--mount", f"type=bind,src={base / 'sys' / sub},dst=/sys/{sub},ro=true"]
+        for item in sorted((sys_root / sub).iterdir()):
+            if item.name not in ours:
+                args += ["--mount", f"type=bind,src={item},dst=/sys/{sub}/{item.name},ro=true"]
+        for name, src in sorted(ours.items()):
+            args += ["--mount", f"type=bind,src={src},dst=/sys/{sub}/{name},ro=true"]
+    return [*args, "--mount", f"type=bind,src={kernel},dst={KERNEL_MOUNT}"]
 
 
 def write_local_facts(spec: HostSpec, ansible_dir: Path) -> Path:
@@ -144,6 +195,7 @@ def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> lis
         args += ["--label", f"{key}={value}"]
     if pci_dir is not None:
         args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro=true"]
+        args += kernel_mounts(pci_dir.parent)
     for folder in spec.tmpfs:
         args += ["--mount", f"type=tmpfs,dst={folder}"]
     return [*args, image, "/sbin/init"]
@@ -186,7 +238,8 @@ def start_hosts(specs: Sequence[HostSpec], *, image: str = IMAGE, pci: bool = Tr
             podman(["cp", f"{host_files_dir(spec.name) / 'ansible'}/.", f"{spec.name}:/etc/ansible"])
             podman(["start", spec.name])
             started.append(Host(spec=spec, gpus=len(state.get("gpus", [])),
-                                pci_devices=sorted(p.name for p in pci_dir.iterdir()) if pci else []))
+                                pci_devices=sorted(p.name for p in pci_dir.iterdir()
+                                                   if not p.name.startswith(".")) if pci else []))
         begin = time.monotonic()
         for host in started:
             wait_running(host.name, timeout=max(5.0, timeout - (time.monotonic() - begin)))

@@ -27,10 +27,13 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 #: Packages baked into the image. ``python3-apt`` spares Ansible's apt modules an install per host and run;
 #: ``libcjson1`` is the one Debian dependency of the simulated ``libnvidia-ml1`` (installs then need no mirror);
-#: ``python3-debian`` is what ``ansible.builtin.deb822_repository`` needs on the target.
+#: ``python3-debian`` is what ``ansible.builtin.deb822_repository`` needs on the target; the RDMA user space the
+#: gpu_rdma role installs (``rdma-core``, ``infiniband-diags``: the real ``ibstat``/``ibstatus`` read the simulated
+#: HCAs; ``ibverbs-utils``, ``perftest``) is baked in so that its install needs no mirror in a test.
 PACKAGES: tuple[str, ...] = (
     "systemd", "systemd-sysv", "dbus", "python3", "python3-apt", "python3-venv", "iproute2", "ca-certificates",
     "sudo", "procps", "gnupg", "curl", "kmod", "pciutils", "libcjson1", "python3-debian",
+    "rdma-core", "infiniband-diags", "ibverbs-utils", "perftest",
 )
 
 #: apt configuration written into the image: no translation downloads (the flat repo has none).

@@ -5,6 +5,14 @@ by its sysfs bus id holds ``vendor``, ``device``, ``class``, ``subsystem_vendor`
 ``revision``, ``irq``, ``resource`` and a 256-byte ``config`` space, in the formats the kernel writes them, so
 that both ``/sys/bus/pci/devices/*/vendor`` readers and ``lspci -nn`` see the simulated hardware. The tree is
 bind-mounted read-only over ``/sys/bus/pci/devices`` inside the host.
+
+A state with HCAs (``"rdma"``, gpufleet_sim.infiniband) also places each HCA's PCI function (Mellanox 0x15b3,
+class 0x020700) and the PCIe switch it shares with its GPU: a root port (class 0x060400) below a host bridge, the
+switch's upstream port and two downstream ports. Then, as in the kernel's tree, the entries of those functions are
+links into a hierarchy whose path is the PCIe path (``.devices/pci0000:fe/0000:fe:01.0/0000:fd:00.0/0000:fc:00.0/
+0000:18:00.0``; the kernel's links point into ``/sys/devices`` the same way), and ``numa_node`` is the switch's
+node, so the PCIe distance between a GPU and a NIC can be read from the tree. The hidden ``.devices`` folder is
+skipped by readers that list the folder (pciutils skips names starting with a dot; they have no ``vendor``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,13 @@ NVSWITCH_DEFAULT_DEVICE = 0x22A3
 #: Buses tried, in order, for NVSwitch bridges (the first ones a GPU of the preset does not use).
 NVSWITCH_FIRST_BUS = 0x05
 RESOURCE_LINES = 17
+MELLANOX_VENDOR = 0x15B3
+#: PCI class of a PCI-to-PCI bridge (root ports and PCIe switch ports)
+BRIDGE_CLASS = 0x060400
+#: INFERRED identities of the bridges (no transcript of our own): an Intel root port, a Broadcom PEX switch's ports
+ROOT_PORT_ID = (0x8086, 0x352A)
+SWITCH_PORT_ID = (0x1000, 0xC030)
+HIERARCHY = ".devices"
 
 
 class PciTreeError(ValueError):
@@ -52,7 +67,7 @@ def config_space(vendor: int, device: int, pci_class: int, subsystem_vendor: int
 
 
 def device_files(vendor: int, device: int, pci_class: int, subsystem_vendor: int,
-                 subsystem_device: int, revision: int = 0xA1) -> dict[str, bytes]:
+                 subsystem_device: int, revision: int = 0xA1, numa_node: int = -1) -> dict[str, bytes]:
     """Return the sysfs attribute files of one PCI function, name -> content."""
     zero = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
     return {
@@ -63,7 +78,7 @@ def device_files(vendor: int, device: int, pci_class: int, subsystem_vendor: int
         "subsystem_device": f"0x{subsystem_device:04x}\n".encode(),
         "revision": f"0x{revision:02x}\n".encode(),
         "irq": b"0\n",
-        "numa_node": b"-1\n",
+        "numa_node": f"{numa_node}\n".encode(),
         "enable": b"1\n",
         "resource": (zero * RESOURCE_LINES).encode(),
         "config": config_space(vendor, device, pci_class, subsystem_vendor, subsystem_device, revision),
@@ -111,21 +126,77 @@ def pci_tree(state: Mapping[str, Any]) -> dict[str, dict[str, bytes]]:
                 raise PciTreeError(f"no free PCI bus left for {count} NVSwitch bridges")
             tree[f"0000:{bus:02x}:00.0"] = device_files(NVIDIA_VENDOR, device, NVSWITCH_CLASS, NVIDIA_VENDOR, 0x1796)
             used_buses.add(bus)
+    _add_rdma(state, tree)
     return dict(sorted(tree.items()))
+
+
+def _add_rdma(state: Mapping[str, Any], tree: dict[str, dict[str, bytes]]) -> None:
+    """Add the HCAs and the PCIe switches they share with GPUs; GPUs below a switch get its NUMA node."""
+    rdma = state.get("rdma") or {}
+    for switch in rdma.get("switches", []):
+        numa = int(switch.get("numa_node", -1))
+        root, up, down = (int(switch[k]) for k in ("root_bus", "upstream_bus", "downstream_bus"))
+        tree[f"0000:{root:02x}:01.0"] = device_files(*ROOT_PORT_ID, BRIDGE_CLASS, *ROOT_PORT_ID, numa_node=numa)
+        tree[f"0000:{up:02x}:00.0"] = device_files(*SWITCH_PORT_ID, BRIDGE_CLASS, *SWITCH_PORT_ID, numa_node=numa)
+        for slot in range(len(switch["devices"])):
+            tree[f"0000:{down:02x}:{slot:02x}.0"] = device_files(*SWITCH_PORT_ID, BRIDGE_CLASS, *SWITCH_PORT_ID,
+                                                                 numa_node=numa)
+        for bus_id in switch["devices"]:
+            if bus_id in tree:
+                tree[bus_id]["numa_node"] = f"{numa}\n".encode()
+    for hca in rdma.get("hcas", []):
+        device, subsystem = int(hca.get("device_id", 0x1021)), int(hca.get("subsystem_id", 0))
+        tree[str(hca["pci_bus_id"])] = device_files(MELLANOX_VENDOR, device, 0x020700, MELLANOX_VENDOR, subsystem,
+                                                    revision=0, numa_node=int(hca.get("numa_node", -1)))
+
+
+def pci_paths(state: Mapping[str, Any]) -> dict[str, str]:
+    """Return bus id -> its path in the hierarchy for the functions below a PCIe switch (empty without HCAs).
+
+    ``pci0000:RR/0000:RR:01.0/0000:UU:00.0/0000:DD:0S.0/<bus id>``: host bridge, root port, upstream port,
+    downstream port ``S`` (the switch's ``devices`` in order), the function.
+    """
+    paths: dict[str, str] = {}
+    for switch in (state.get("rdma") or {}).get("switches", []):
+        root, up, down = (int(switch[k]) for k in ("root_bus", "upstream_bus", "downstream_bus"))
+        base = [f"pci0000:{root:02x}", f"0000:{root:02x}:01.0", f"0000:{up:02x}:00.0"]
+        paths[base[1]] = "/".join(base[:2])
+        paths[base[2]] = "/".join(base)
+        for slot, bus_id in enumerate(switch["devices"]):
+            port = f"0000:{down:02x}:{slot:02x}.0"
+            paths[port] = "/".join([*base, port])
+            paths[bus_id] = "/".join([*base, port, bus_id])
+    return paths
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        for item in path.iterdir():
+            _remove(item)
+        path.chmod(0o755)
+        path.rmdir()
 
 
 def write_pci_tree(state: Mapping[str, Any], dest: Path) -> list[str]:
     """Write :func:`pci_tree` under ``dest`` (replacing what was there); return the bus ids written."""
     tree = pci_tree(state)
+    paths = pci_paths(state)
     dest.mkdir(parents=True, exist_ok=True)
     dest.chmod(0o755)
     for old in dest.iterdir():
-        if old.name not in tree and old.is_dir():
-            for item in old.iterdir():
-                item.unlink()
-            old.rmdir()
+        if old.name not in tree or old.is_symlink() != (old.name in paths) or old.name == HIERARCHY:
+            _remove(old)
     for bus_id, files in tree.items():
-        folder = dest / bus_id
+        if bus_id in paths:
+            folder = dest / HIERARCHY / paths[bus_id]
+            folder.mkdir(parents=True, exist_ok=True)
+            link = dest / bus_id
+            if not link.is_symlink():
+                link.symlink_to(f"{HIERARCHY}/{paths[bus_id]}")
+        else:
+            folder = dest / bus_id
         folder.mkdir(exist_ok=True)
         folder.chmod(0o755)
         for name, content in files.items():

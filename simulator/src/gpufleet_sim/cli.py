@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import hardware, store
+from . import hardware, infiniband, store
 
 FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
     "xid": [(["code"], {"type": int, "help": "XID number, e.g. 79"})],
@@ -30,6 +30,18 @@ FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
                 (["--ci"], {"type": int, "dest": "ci_id"}), (["--name"], {"default": "python3"}),
                 (["--used-mib"], {"type": int, "default": 512, "dest": "used_memory_mib"})],
     "fabric-stuck": [],
+}
+#: RDMA faults (infiniband.py): keyed by HCA and port, not by GPU; the host's kernel files follow the state
+_PORT = (["--port"], {"type": int, "default": 1})
+RDMA_FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
+    "ib-port-down": [(["hca"], {"help": "e.g. mlx5_0"}), _PORT],
+    "ib-rate-degraded": [(["hca"], {}), _PORT, (["--width"], {"type": int, "help": "lanes (default 1)"}),
+                         (["--speed"], {"help": "SDR ... NDR (default: unchanged)"})],
+    "ib-counter": [(["hca"], {}), (["counter"], {"help": "e.g. symbol_error"}), _PORT,
+                   (["--add"], {"type": int, "default": 1}),
+                   (["--per-second"], {"type": int, "default": 0, "dest": "per_second",
+                                       "help": "keep rising while `gpusim rdma-tick` runs"})],
+    "peermem-unloaded": [],
 }
 
 
@@ -78,8 +90,13 @@ def parser() -> argparse.ArgumentParser:
             fp.add_argument(*names, **kwargs)
         _gpu_arg(fp, required=fault != "nvml-error")
         _state_arg(fp)
+    for fault, options in RDMA_FAULT_ARGS.items():
+        fp = inject.add_parser(fault)
+        for names, kwargs in options:
+            fp.add_argument(*names, **kwargs)
+        _state_arg(fp)
     clear = fsub.add_parser("clear")
-    clear.add_argument("fault", nargs="?", choices=hardware.FAULTS)
+    clear.add_argument("fault", nargs="?", choices=(*hardware.FAULTS, *infiniband.FAULTS))
     _gpu_arg(clear)
     _state_arg(clear)
     rs = sub.add_parser("reset", help="reset GPUs as nvidia-smi -r would (same refusals)")
@@ -239,9 +256,19 @@ def cmd_show(state: Path | None, as_json: bool) -> int:
 
 def cmd_fault(args: argparse.Namespace) -> int:
     """``gpusim fault inject|clear``."""
+    rdma: list[str] = []
+    if args.fault in infiniband.FAULTS or (args.action == "clear" and args.fault is None and args.gpu is None):
+        if args.action == "inject":
+            values = {k: v for k, v in vars(args).items() if k not in ("command", "action", "fault", "state")}
+            print(f"injected: {infiniband.inject(args.fault, values, args.state)}")
+            return 0
+        rdma = [f"cleared {c}" for c in infiniband.clear(args.fault, args.state)]
+        if args.fault is not None:
+            print("\n".join(rdma) or "nothing to clear")
+            return 0
     if args.action == "clear":
         cleared = hardware.clear(args.fault, _ident(args.gpu), args.state)
-        print("\n".join(f"cleared {c}" for c in cleared) or "nothing to clear")
+        print("\n".join(rdma + [f"cleared {c}" for c in cleared]) or "nothing to clear")
         return 0
     values = {k: v for k, v in vars(args).items() if k not in ("command", "action", "fault", "gpu", "state")}
     for line in hardware.inject(args.fault, _ident(args.gpu), values, args.state):

@@ -109,6 +109,7 @@ def python_files(pydir: str, modules: Iterable[str], core: bool) -> dict[str, Fi
         files[f"{base}/__init__.py"] = b'"""The gpufleet simulated NVIDIA stack, as installed on a host."""\n'
         files[f"{base}/store.py"] = _sim_dir() / "store.py"
         files[f"{base}/hardware.py"] = _sim_dir() / "hardware.py"
+        files[f"{base}/infiniband.py"] = _sim_dir() / "infiniband.py"
         files[f"{base}/tools/__init__.py"] = _tools_dir() / "__init__.py"
         files[f"{base}/tools/_common.py"] = _tools_dir() / "_common.py"
     for module in modules:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet_sim.infiniband import build_rdma
 from gpufleet_sim.models import load_model, pci_ids
 
 SCHEMA_VERSION = 1
@@ -41,11 +42,14 @@ class Preset:
     # False: the host sees none of the board's NVLinks ("nvlink.links" []), as a one-GPU VM (the real H200 passed
     # through answers NVML_ERROR_NOT_SUPPORTED to every NvLink getter)
     nvlinks_visible: bool = True
+    # one single-port ConnectX-7 NDR HCA per GPU on the GPU's PCIe switch, and nvidia_peermem loaded (infiniband.py)
+    hcas: bool = False
 
 
 PRESETS: dict[str, Preset] = {
     "8xH100-NVSwitch": Preset("H100-SXM5-80GB", 8, "HGX H100 8-GPU: 8x H100 SXM5 80GB on 4 NVSwitches (one node: "
-                              "the fabric completes with clique 0 and a zero cluster UUID)", 4),
+                              "the fabric completes with clique 0 and a zero cluster UUID); 8x ConnectX-7 NDR, "
+                              "one per GPU", 4, hcas=True),
     "8xA100": Preset("A100-SXM4-80GB", 8, "HGX A100 8-GPU: 8x A100 SXM4 80GB"),
     "4xA30": Preset("A30-24GB", 4, "PCIe server with 4x A30 24GB", nvlink_bridged_pairs=True),
     "2xL40S": Preset("L40S", 2, "PCIe server with 2x L40S (no MIG)"),
@@ -54,7 +58,9 @@ PRESETS: dict[str, Preset] = {
     "1xT4": Preset("T4", 1, "inference node with one T4 (no MIG, Turing)"),
     # issue 15: the MIG boards operators buy now (model files cite their sources and mark what is inferred)
     "8xB200-NVSwitch": Preset("B200-180GB", 8, "HGX B200 8-GPU: 8x B200 180GB on 2 NVLink 5 switch chips (one "
-                              "node: the fabric completes with clique 0 and a zero cluster UUID)", 2),
+                              "node: the fabric completes with clique 0 and a zero cluster UUID); 8x ConnectX-7 NDR, "
+                              "one per GPU",
+                              2, hcas=True),
     "4xGB200": Preset("GB200-186GB", 4, "one GB200 NVL72 compute tray: 4x GB200 (NVLink switches sit in other trays; "
                       "a multi-node fabric with a clique and a cluster UUID)", fabric_multinode=True),
     "1xGH200": Preset("GH200-96GB", 1, "one GH200 Grace Hopper superchip (H100 96GB)"),
@@ -231,6 +237,8 @@ def build_state(preset: str, host_seed: str) -> dict[str, Any]:
         gpu["virtualization_mode"] = spec.virtualization_mode
         if not spec.nvlinks_visible:
             gpu["nvlink"]["links"] = []
+    if spec.hcas:
+        doc["rdma"] = build_rdma(doc["gpus"], host_seed)
     if spec.nvlink_bridged_pairs:
         for gpu in doc["gpus"]:
             partner = gpu["index"] ^ 1
