@@ -234,6 +234,35 @@ options:
     type: str
     choices: [fail, warn, never]
     default: fail
+  rdma_expected:
+    description:
+      - Whether the host must do GPUDirect RDMA. V(null) - where HCAs exist (C(/sys/class/infiniband)). When it is,
+        C(nvidia_peermem) must be loaded (C(rdma_peermem), CRITICAL) and every HCA port checked; a host with no
+        HCA where RDMA is not expected gets no RDMA check.
+    type: bool
+  rdma_expected_rate_gbps:
+    description:
+      - The rate every HCA port must run at, in Gb/s (C(400) for NDR 4X); a slower port is a WARNING
+        (C(rdma_port_rate)). V(null) - the fastest port of the same link layer on the host.
+    type: int
+  rdma_counter_interval_s:
+    description:
+      - Seconds between the two reads of the ports' error counters (C(symbol_error), C(link_downed),
+        C(link_error_recovery), C(port_rcv_errors), C(excessive_buffer_overrun_errors) ...); a counter that rose
+        is a WARNING (C(rdma_port_errors)). Only hosts with HCAs wait.
+    type: int
+    default: 2
+  rdma_nic_max_level:
+    description:
+      - The farthest C(nvidia-smi topo -m) level allowed between a GPU and its nearest NIC
+        (C(rdma_gpu_nic_distance), WARNING beyond).
+    type: str
+    choices: [PIX, PXB, PHB, NODE, SYS]
+    default: PXB
+  rdma_pairing_expected:
+    description:
+      - Whether each GPU must have a NIC near it. V(null) - when the host has at least as many HCAs as GPUs.
+    type: bool
 requirements:
   - nvidia-ml-py == 13.615.71 on the managed host
   - an NVIDIA driver (libnvidia-ml.so.1)
@@ -333,7 +362,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_checks as hc
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import health_commands as hcmd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import kernel_log, xid
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import kernel_log, rdma_health, xid
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.command import run_command
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml import NvmlError, nvml_session
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_health import read_host
@@ -378,6 +407,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "container_runtime": {"type": "str", "choices": ["docker", "podman", "nerdctl"]},
     "container_image": {"type": "str", "default": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
     "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+    # GPUDirect RDMA (module_utils/rdma_health.py; docs/health.md): null - expected where HCAs exist
+    "rdma_expected": {"type": "bool"},
+    "rdma_expected_rate_gbps": {"type": "int"},
+    "rdma_counter_interval_s": {"type": "int", "default": 2},
+    "rdma_nic_max_level": {"type": "str", "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"], "default": "PXB"},
+    "rdma_pairing_expected": {"type": "bool"},
 }
 
 
@@ -521,6 +556,7 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
     extra = meas.setdefault("extra_checks", [])
     if params["dcgm_diag_level"]:
         extra.append(dcgm_diag(module, params["dcgm_diag_level"], params["dcgm_host"]))
+    extra += rdma_health.evaluate(rdma_health.measure(th), th, meas.get("gpus", []))
     if params["container_runtime"]:
         extra.append(container_smoke(module, params["container_runtime"], params["container_image"],
                                      meas.get("gpu_count")))

@@ -69,7 +69,7 @@ hcas:
   sample:
     - name: mlx5_0
       pci_bus_id: "0000:fe:00.0"
-      fw_ver: 28.39.1002
+      fw_ver: 28.41.1000
       hca_type: MT4129
       node_guid: "946d:ae1a:c911:29c8"
       ports:

@@ -54,7 +54,7 @@ def test_files_of_a_healthy_port() -> None:
     assert files["node_type"] == "1: CA\n"
     assert re.fullmatch(r"946d:ae[0-9a-f]{2}:[0-9a-f]{4}:[0-9a-f]{4}\n", files["node_guid"])
     assert files["sys_image_guid"] == files["node_guid"]
-    assert (files["hca_type"], files["fw_ver"], files["board_id"]) == ("MT4129\n", "28.39.1002\n", "MT_0000000838\n")
+    assert (files["hca_type"], files["fw_ver"], files["board_id"]) == ("MT4129\n", "28.41.1000\n", "MT_0000000838\n")
     port = {k.removeprefix("ports/1/"): v for k, v in files.items() if k.startswith("ports/1/")}
     assert port["state"] == "4: ACTIVE\n"
     assert port["phys_state"] == "5: LinkUp\n"

@@ -49,8 +49,9 @@ MELLANOX_VENDOR = 0x15B3
 CONNECTX7_DEVICE = 0x1021
 #: PCI class of an InfiniBand controller (network controller / InfiniBand), as ConnectX VPI cards in IB mode show
 IB_CLASS = 0x020700
-#: INFERRED values of a ConnectX-7 single-port NDR adapter (no transcript of our own): firmware, board id, subsystem
-CONNECTX7_FW = "28.39.1002"
+#: a ConnectX-7 of an HGX H100 node: firmware and board id as leptonai/gpud's sysfs capture (components/accelerator/
+#: nvidia/infiniband/class/testdata/sys-class-infiniband-h100.0) shows them; the subsystem id is INFERRED
+CONNECTX7_FW = "28.41.1000"
 CONNECTX7_BOARD_ID = "MT_0000000838"
 CONNECTX7_SUBSYSTEM = 0x0041
 #: Capability mask of a ConnectX-7 CA port as public ``ibstat`` transcripts print it (INFERRED from those)

@@ -1,0 +1,165 @@
+# Copyright: gpufleet contributors
+# SPDX-License-Identifier: Apache-2.0 (see LICENSE)
+"""GPUDirect RDMA health: nvidia_peermem, HCA port state and rate, error counters rising, GPU-NIC distance.
+
+Pure evaluation over two reads of :func:`rdma.rdma_facts` taken ``rdma_counter_interval_s`` apart; the checks
+join gpu_health's report with its statuses and levels (docs/health.md, "GPUDirect RDMA and the fabric ports",
+gives each threshold its source). A host with no HCA where RDMA is not expected gets no RDMA check at all; a
+reading that cannot be taken is UNKNOWN, never ok.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import rdma
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL, OK, UNKNOWN, WARN, check
+
+#: check names (gpu_health's skip_checks takes them)
+NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance")
+
+
+def measure(th: dict[str, Any], read: Callable[[], dict[str, Any]] = rdma.rdma_facts,
+            sleep: Callable[[float], None] = time.sleep) -> dict[str, Any] | None:
+    """Two reads ``rdma_counter_interval_s`` apart; None when there is no HCA and RDMA is not expected."""
+    first = read()
+    expected = th.get("rdma_expected")
+    if not first["hcas"] and not expected:
+        return None
+    interval = int(th.get("rdma_counter_interval_s") or 0)
+    second = first
+    if first["hcas"] and interval > 0:
+        sleep(interval)
+        second = read()
+    return {"first": first, "second": second, "interval_s": interval,
+            "expected": bool(expected) if expected is not None else bool(first["hcas"])}
+
+
+def _port_name(hca: dict[str, Any], port: dict[str, Any]) -> str:
+    return f"{hca['name']} port {port['port']}"
+
+
+def _gpu_identity(bus_id: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The NVML GPU with sysfs bus id ``bus_id`` (``0000:18:00.0`` vs NVML's ``00000000:18:00.0``)."""
+    for gpu in gpus:
+        nvml_bus = str(gpu.get("pci_bus_id") or "").lower()
+        if nvml_bus.endswith(bus_id.split(":", 1)[1]):
+            return gpu
+    return {"index": None, "uuid": None, "pci_bus_id": bus_id}
+
+
+def check_peermem(meas: dict[str, Any]) -> dict[str, Any]:
+    loaded = meas["second"]["nvidia_peermem_loaded"]
+    where = "/sys/module/nvidia_peermem/initstate"
+    if loaded is None:
+        return check("rdma_peermem", None, FAIL, None, "loaded", "cannot tell whether nvidia_peermem is loaded "
+                     "(no /sys/module); cannot check GPUDirect RDMA", level=UNKNOWN)
+    if loaded:
+        return check("rdma_peermem", None, OK, "loaded", "loaded", f"nvidia_peermem is loaded ({where}: live)")
+    return check("rdma_peermem", None, FAIL, "not loaded", "loaded",
+                 f"nvidia_peermem is not loaded ({where} not live) on a host with "
+                 f"{meas['second']['hca_count']} HCA(s): GPUDirect RDMA cannot work; modprobe nvidia_peermem "
+                 "(the gpu_rdma role loads and persists it)")
+
+
+def check_ports(meas: dict[str, Any], th: dict[str, Any]) -> list[dict[str, Any]]:
+    """State, rate and error counters of every port."""
+    hcas = meas["second"]["hcas"]
+    if not hcas:
+        return [check("rdma_port_state", None, FAIL, 0, ">= 1 HCA", "RDMA is expected and the host shows no HCA "
+                      "under /sys/class/infiniband; check the NICs and their driver (mlx5_ib)")]
+    out: list[dict[str, Any]] = []
+    expected_rate = th.get("rdma_expected_rate_gbps")
+    before = {(h["name"], p["port"]): p for h in meas["first"]["hcas"] for p in h["ports"]}
+    for hca in hcas:
+        for port in hca["ports"]:
+            name = _port_name(hca, port)
+            evidence = {"hca": hca["name"], "port": port["port"], "rate": port["rate"]}
+            if port["state"] is None or port["phys_state"] is None:
+                out.append(check("rdma_port_state", None, FAIL, None, "ACTIVE / LinkUp", f"{name}: cannot read its "
+                                 f"state ({', '.join(port['unreadable'])})", level=UNKNOWN, evidence=evidence))
+            elif port["state"] != "ACTIVE" or port["phys_state"] != "LinkUp":
+                out.append(check("rdma_port_state", None, FAIL, f"{port['state']} / {port['phys_state']}",
+                                 "ACTIVE / LinkUp", f"{name} is {port['state']} (physical state {port['phys_state']})"
+                                 f"; expected ACTIVE / LinkUp: check the cable, the switch port and the subnet "
+                                 "manager", evidence=evidence))
+            else:
+                out.append(check("rdma_port_state", None, OK, "ACTIVE / LinkUp", "ACTIVE / LinkUp",
+                                 f"{name} is ACTIVE / LinkUp", evidence=evidence))
+            out.append(_rate(name, port, expected_rate, hcas, evidence))
+            out.append(_errors(name, port, before.get((hca["name"], port["port"])), meas["interval_s"], evidence))
+    return out
+
+
+def _rate(name: str, port: dict[str, Any], expected: int | None, hcas: list[dict[str, Any]],
+          evidence: dict[str, Any]) -> dict[str, Any]:
+    if port["rate_gbps"] is None:
+        return check("rdma_port_rate", None, FAIL, None, expected, f"{name}: cannot read its rate "
+                     f"({port['rate']!r})", level=UNKNOWN, evidence=evidence)
+    if expected is None:
+        # no expected rate set: the fastest port of the same link layer on the host is the reference
+        peers = [p["rate_gbps"] for h in hcas for p in h["ports"]
+                 if p["link_layer"] == port["link_layer"] and p["rate_gbps"] is not None]
+        expected_value, source = max(peers), "the fastest port of the host"
+    else:
+        expected_value, source = float(expected), "rdma_expected_rate_gbps"
+    if port["rate_gbps"] < expected_value:
+        return check("rdma_port_rate", None, WARN, port["rate_gbps"], expected_value,
+                     f"{name} runs at {port['rate']}, below the expected {expected_value:g} Gb/s ({source}): "
+                     "a degraded link (lanes or speed); reseat or replace the cable or transceiver", evidence=evidence)
+    return check("rdma_port_rate", None, OK, port["rate_gbps"], expected_value, f"{name} at {port['rate']}",
+                 evidence=evidence)
+
+
+def _errors(name: str, port: dict[str, Any], before: dict[str, Any] | None, interval: int,
+            evidence: dict[str, Any]) -> dict[str, Any]:
+    now = port["counters"]
+    then = before["counters"] if before else {}
+    unreadable = sorted(k for k in rdma.ERROR_COUNTERS if now.get(k) is None or then.get(k) is None)
+    if unreadable:
+        return check("rdma_port_errors", None, FAIL, None, "not rising", f"{name}: cannot read "
+                     f"{', '.join(unreadable)}; cannot tell whether errors rise", level=UNKNOWN, evidence=evidence)
+    rising = {k: [then[k], now[k]] for k in rdma.ERROR_COUNTERS if now[k] > then[k]}
+    if rising:
+        text = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in rising.items())
+        return check("rdma_port_errors", None, WARN, rising, "not rising",
+                     f"{name} error counters rose in {interval} s: {text}", evidence=evidence)
+    return check("rdma_port_errors", None, OK, {}, "not rising", f"{name}: no error counter rose in {interval} s",
+                 evidence=evidence)
+
+
+def check_distance(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each GPU's nearest NIC no farther than ``rdma_nic_max_level``, on hosts that pair GPUs and NICs."""
+    facts = meas["second"]
+    pairing = th.get("rdma_pairing_expected")
+    if pairing is None:
+        pairing = bool(facts["gpus"]) and facts["hca_count"] >= len(facts["gpus"])
+    if not pairing:
+        return []
+    limit = str(th.get("rdma_nic_max_level") or "PXB")
+    out = []
+    for gpu in facts["gpus"]:
+        ident = _gpu_identity(gpu["pci_bus_id"], gpus)
+        nearest = gpu["nearest"] or {}
+        level = nearest.get("level")
+        if level is None:
+            out.append(check("rdma_gpu_nic_distance", ident, FAIL, None, limit, f"GPU {ident.get('index')} "
+                             f"({gpu['pci_bus_id']}): cannot place it or its NICs in the PCIe tree", level=UNKNOWN))
+        elif rdma.LEVELS.index(level) > rdma.LEVELS.index(limit):
+            out.append(check("rdma_gpu_nic_distance", ident, WARN, level, limit, f"GPU {ident.get('index')} "
+                             f"({gpu['pci_bus_id']}): nearest NIC {nearest['hca']} is at {level}, farther than "
+                             f"{limit}: GPUDirect RDMA crosses the host bridge; check the slot or NCCL's NIC map"))
+        else:
+            out.append(check("rdma_gpu_nic_distance", ident, OK, level, limit,
+                             f"GPU {ident.get('index')}: nearest NIC {nearest['hca']} at {level}"))
+    return out
+
+
+def evaluate(meas: dict[str, Any] | None, th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every RDMA check ([] for a host without HCA where RDMA is not expected)."""
+    if meas is None:
+        return []
+    peermem = [check_peermem(meas)] if meas["expected"] else []
+    return [*peermem, *check_ports(meas, th), *check_distance(meas, th, gpus)]

@@ -1,0 +1,132 @@
+"""GPUDirect RDMA health checks (plugins/module_utils/rdma_health.py) over the simulated HGX node's sysfs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import rdma, rdma_health
+
+from gpufleet_lab.pcitree import write_pci_tree
+from gpufleet_sim import infiniband
+from gpufleet_sim.presets import build_state
+
+TH = {"rdma_expected": None, "rdma_expected_rate_gbps": None, "rdma_counter_interval_s": 2,
+      "rdma_nic_max_level": "PXB", "rdma_pairing_expected": None}
+
+
+class Node:
+    """A simulated node's sysfs in a folder; ``change`` runs between the two reads (the interval)."""
+
+    def __init__(self, tmp: Path, preset: str = "8xH100-NVSwitch") -> None:
+        self.tmp, self.doc = tmp, build_state(preset, "rdma-h100")
+        write_pci_tree(self.doc, tmp / "pci")
+        self.render()
+        self.gpus = [{"index": g["index"], "uuid": g["uuid"], "pci_bus_id": g["pci"]["bus_id"]}
+                     for g in self.doc["gpus"]]
+
+    def render(self) -> None:
+        if self.doc.get("rdma"):
+            infiniband.render(self.doc, self.tmp / "kernel", pci_root=str(self.tmp / "pci"))
+
+    def read(self) -> dict[str, Any]:
+        return rdma.rdma_facts(str(self.tmp / "kernel/infiniband"), str(self.tmp / "pci"),
+                               str(self.tmp / "kernel/module"))
+
+    def checks(self, th: dict[str, Any] | None = None, change: Any = None) -> list[dict[str, Any]]:
+        def sleep(_s: float) -> None:
+            if change:
+                change(self.doc)
+                self.render()
+        th = {**TH, **(th or {})}
+        return rdma_health.evaluate(rdma_health.measure(th, self.read, sleep), th, self.gpus)
+
+
+def _bad(checks: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(c["name"], c["level"], c["message"]) for c in checks if c["status"] != "ok"]
+
+
+def test_healthy_node_passes_every_rdma_check(tmp_path: Path) -> None:
+    checks = Node(tmp_path).checks()
+    assert _bad(checks) == []
+    assert {c["name"] for c in checks} == set(rdma_health.NAMES)
+    assert len([c for c in checks if c["name"] == "rdma_gpu_nic_distance"]) == 8
+    assert [c["gpu"]["index"] for c in checks if c["gpu"]] == list(range(8))
+
+
+def test_host_without_hca_and_rdma_not_expected_gets_no_check(tmp_path: Path) -> None:
+    assert Node(tmp_path, "8xA100").checks() == []
+
+
+def test_host_without_hca_where_rdma_is_expected_fails(tmp_path: Path) -> None:
+    bad = _bad(Node(tmp_path, "8xA100").checks({"rdma_expected": True}))
+    assert bad[0] == ("rdma_peermem", "UNKNOWN", "cannot tell whether nvidia_peermem is loaded (no /sys/module); "
+                      "cannot check GPUDirect RDMA")
+    assert bad[1][:2] == ("rdma_port_state", "CRITICAL")
+
+
+@pytest.mark.parametrize(("fault", "args", "expected"), [
+    ("ib-port-down", {"hca": "mlx5_2"},
+     [("rdma_port_state", "CRITICAL", "mlx5_2 port 1 is DOWN (physical state Polling); expected ACTIVE / LinkUp: "
+       "check the cable, the switch port and the subnet manager")]),
+    ("ib-rate-degraded", {"hca": "mlx5_5", "width": 1},
+     [("rdma_port_rate", "WARNING", "mlx5_5 port 1 runs at 100 Gb/sec (1X NDR), below the expected 400 Gb/s (the "
+       "fastest port of the host): a degraded link (lanes or speed); reseat or replace the cable or transceiver")]),
+    ("peermem-unloaded", {},
+     [("rdma_peermem", "CRITICAL", "nvidia_peermem is not loaded (/sys/module/nvidia_peermem/initstate not live) "
+       "on a host with 8 HCA(s): GPUDirect RDMA cannot work; modprobe nvidia_peermem (the gpu_rdma role loads and "
+       "persists it)")]),
+])
+def test_a_fault_fails_naming_the_port_and_reading(tmp_path: Path, fault: str, args: dict[str, Any],
+                                                   expected: list[tuple[str, str, str]]) -> None:
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, fault, args)
+    node.render()
+    assert _bad(node.checks()) == expected
+
+
+def test_counter_rising_between_the_reads_warns(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    # errors that were there before the first read and do not rise are history, not a finding
+    infiniband.inject_in(node.doc, "ib-counter", {"hca": "mlx5_0", "counter": "link_downed", "add": 3})
+    node.render()
+
+    def rise(doc: dict[str, Any]) -> None:
+        infiniband.inject_in(doc, "ib-counter", {"hca": "mlx5_1", "counter": "symbol_error", "add": 12})
+
+    assert _bad(node.checks(change=rise)) == [
+        ("rdma_port_errors", "WARNING", "mlx5_1 port 1 error counters rose in 2 s: symbol_error 0 -> 12")]
+
+
+def test_expected_rate_set_explicitly(tmp_path: Path) -> None:
+    bad = _bad(Node(tmp_path).checks({"rdma_expected_rate_gbps": 800}))
+    assert len(bad) == 8
+    assert bad[0][:2] == ("rdma_port_rate", "WARNING")
+    assert "below the expected 800 Gb/s (rdma_expected_rate_gbps)" in bad[0][2]
+
+
+def test_nic_farther_than_the_threshold(tmp_path: Path) -> None:
+    bad = _bad(Node(tmp_path).checks({"rdma_nic_max_level": "PIX"}))
+    assert bad == []
+    node = Node(tmp_path)
+    node.doc["rdma"]["switches"][3]["devices"] = node.doc["rdma"]["switches"][3]["devices"][:1]
+    node.doc["rdma"]["hcas"] = [h for h in node.doc["rdma"]["hcas"] if h["name"] != "mlx5_3"]
+    node.doc["rdma"]["hcas"].append(dict(build_state("8xH100-NVSwitch", "rdma-h100")["rdma"]["hcas"][3],
+                                         name="mlx5_8", pci_bus_id="0000:30:00.0"))
+    write_pci_tree(node.doc, tmp_path / "pci")
+    node.render()
+    bad = _bad(node.checks({"rdma_pairing_expected": True}))
+    # GPU 3's own NIC gone (a card moved to a slot off the GPU's switch): its nearest is another NIC of the socket
+    bus = node.gpus[3]["pci_bus_id"][4:].lower()
+    assert bad == [("rdma_gpu_nic_distance", "WARNING", f"GPU 3 ({bus}): nearest NIC mlx5_0 is at NODE, farther "
+                    "than PXB: GPUDirect RDMA crosses the host bridge; check the slot or NCCL's NIC map")]
+
+
+def test_unreadable_counter_is_unknown_not_ok(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    counter = tmp_path / "kernel/infiniband/mlx5_4/ports/1/counters/port_rcv_errors"
+    counter.chmod(0o644)
+    counter.write_text("n/a\n")
+    assert _bad(node.checks()) == [("rdma_port_errors", "UNKNOWN",
+                                    "mlx5_4 port 1: cannot read port_rcv_errors; cannot tell whether errors rise")]
