@@ -321,7 +321,7 @@ def tick_in(doc: State, seconds: float) -> None:
 
 def _render_host(doc: State, kernel_dir: Path | None) -> None:
     target = KERNEL_DIR if kernel_dir is None else kernel_dir
-    if target.is_dir():
+    if target.is_dir() and (doc.get("rdma") or {}).get("hcas"):
         render(doc, target)
 
 
