@@ -4,7 +4,8 @@
 #   build/venv           Python venv with gpufleet installed editable, pinned by requirements/constraints.txt
 #   build/repo           the simulated NVIDIA apt repository + PEP 503 index (gpusim build)
 #   build/lab            the test-host image tarball, containers.conf; image localhost/gpufleet-testhost:bookworm
-#   build/prometheus     Debian's prometheus package unpacked (never installed: no server starts), for promtool
+#   build/prometheus     Debian's prometheus package unpacked (never installed: no server starts), for promtool and the
+#                        integration test's server; build/prometheus/deb also holds prometheus-node-exporter's .deb
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -57,6 +58,17 @@ if [[ ! -x build/prometheus/usr/bin/promtool ]]; then
   build/prometheus/usr/bin/promtool --version | head -1
 else
   step "promtool present (build/prometheus)"
+fi
+# node_exporter for the lab hosts (tests/integration/test_monitoring_prometheus.py installs this .deb inside them,
+# offline): downloaded only, next to the prometheus .deb; nothing is installed on this machine.
+if ! compgen -G 'build/prometheus/deb/prometheus-node-exporter_*.deb' >/dev/null; then
+  step "node_exporter: apt-get download prometheus-node-exporter into build/prometheus/deb (not installed)"
+  mkdir -p build/prometheus/deb
+  (cd build/prometheus/deb && { apt-get download -q prometheus-node-exporter 2>/dev/null \
+    || { apt-get update -qq && apt-get download -q prometheus-node-exporter; }; })
+  ls build/prometheus/deb/prometheus-node-exporter_*.deb
+else
+  step "prometheus-node-exporter .deb present (build/prometheus/deb)"
 fi
 
 export PATH=$ROOT/$VENV/bin:$PATH
