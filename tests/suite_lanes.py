@@ -55,6 +55,7 @@ BACKGROUND_FILES = (
     "tests/integration/test_driver_upgrade.py",        # 127.0.213.1-2
     "tests/integration/test_baseline_negative.py",     # 127.0.211.1
     "tests/integration/test_driver_lifecycle.py",      # 127.0.217.1-2
+    "tests/integration/test_rdma_lab.py",              # 127.0.226.1
     "tests/integration/test_driver_mirror_root.py",    # 127.0.216.1
     "tests/integration/test_baseline_secrets.py",      # 127.0.215.1
     "tests/integration/test_baseline_nvml_hashes.py",  # 127.0.214.1
@@ -284,6 +285,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         report = pytest.TestReport(item.nodeid, item.location, {}, "failed",
                                    f"ran in the background lane (tests/suite_lanes.py), which has no report of this "
                                    f"test (exit {run.returncode}); the end of its output:\n{run.tail}", "call")
+        ihook.pytest_runtest_logreport(report=report)
+    # what the main thread set up for the tests before this one and the next one does not need goes now, as in
+    # pytest's own teardown phase (the fixtures of this file were never set up here: the child had them)
+    try:
+        ihook.pytest_runtest_teardown(item=item, nextitem=nextitem)
+    except Exception as exc:  # a finalizer of an earlier test failed: an error of this test's teardown, as in pytest
+        report = pytest.TestReport(item.nodeid, item.location, {}, "failed",
+                                   f"tearing down what earlier tests set up failed: {exc!r}", "teardown")
         ihook.pytest_runtest_logreport(report=report)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     item.stash[suite_budget.BACKGROUND_KEY] = True
