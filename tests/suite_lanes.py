@@ -287,9 +287,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                                    f"test (exit {run.returncode}); the end of its output:\n{run.tail}", "call")
         ihook.pytest_runtest_logreport(report=report)
     # what the main thread set up for the tests before this one and the next one does not need goes now, as in
-    # pytest's own teardown phase (the fixtures of this file were never set up here: the child had them)
+    # pytest's own teardown phase (_pytest/runner.py, pytest_runtest_teardown: the one call of it that applies; the
+    # whole hook would also run other plugins' teardowns for a test this process never set up)
     try:
-        ihook.pytest_runtest_teardown(item=item, nextitem=nextitem)
+        item.session._setupstate.teardown_exact(nextitem)
     except Exception as exc:  # a finalizer of an earlier test failed: an error of this test's teardown, as in pytest
         report = pytest.TestReport(item.nodeid, item.location, {}, "failed",
                                    f"tearing down what earlier tests set up failed: {exc!r}", "teardown")
