@@ -55,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     server_pid = reposerver.start()  # a missing baseline image is built from the simulated repository
     try:
         image = lab_hosts().ensure_baselines({"nvswitch-570"})["nvswitch-570"]
-        start_hosts([HostSpec(HOST, "8xH100-NVSwitch", LOOPBACK)], image=image)
+        start_hosts([HostSpec(HOST, "8xH100-NVSwitch", LOOPBACK, rdma=True)], image=image)
         yield {"work": work, "inventory": inventory}
     finally:
         stop_hosts([HOST])

@@ -5,7 +5,8 @@ A host is a podman container from :data:`gpufleet_lab.image.IMAGE` running ``/sb
 ``/var/lib/nvidia-sim/state.json`` (0644 root, directory 0755) and a read-only fake PCI tree mounted over
 ``/sys/bus/pci/devices``. Each host owns one loopback address ``127.0.N.1`` for services it runs.
 
-A host whose state has HCAs (``"rdma"``: gpufleet_sim.infiniband) also gets the simulated kernel's RDMA files,
+A host started with ``HostSpec(rdma=True)`` whose state has HCAs (``"rdma"``: gpufleet_sim.infiniband) also gets
+the simulated kernel's RDMA files,
 written on this machine under ``build/lab/hosts/<name>/kernel`` and seen three ways in the host: read-only at
 ``/sys/class/infiniband`` (where ibstat, ibstatus and the product read them), read-write at
 ``/var/lib/nvidia-sim/kernel`` (where the simulator in the host, as the hardware, rewrites them when a fault
@@ -79,6 +80,10 @@ class HostSpec:
     state: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     #: Folders mounted as a fresh tmpfs (``/proc/driver``: where the simulated driver writes its MIG device files).
     tmpfs: tuple[str, ...] = ()
+    #: Show the state's HCAs in the host (``/sys/class/infiniband``, ``/sys/module``: about a hundred bind mounts).
+    #: Off unless asked: the suite's NVSwitch hosts ran measurably slower with them (issue 33; docs/testing.md), and
+    #: a host without them is a node with no RDMA fabric, which gpu_health does not check for one.
+    rdma: bool = False
 
     def labels(self) -> dict[str, str]:
         """Return the podman labels the container carries."""
@@ -129,7 +134,8 @@ def prepare_files(spec: HostSpec, state_factory: Callable[[str, str], Mapping[st
     pci_dir = base / "pci"
     write_pci_tree(state, pci_dir)
     write_local_facts(spec, base / "ansible")
-    write_kernel_files(state, base)
+    if spec.rdma:
+        write_kernel_files(state, base)
     return state_dir, pci_dir, state
 
 
@@ -195,7 +201,8 @@ def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> lis
         args += ["--label", f"{key}={value}"]
     if pci_dir is not None:
         args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro=true"]
-        args += kernel_mounts(pci_dir.parent)
+        if spec.rdma:
+            args += kernel_mounts(pci_dir.parent)
     for folder in spec.tmpfs:
         args += ["--mount", f"type=tmpfs,dst={folder}"]
     return [*args, image, "/sbin/init"]
