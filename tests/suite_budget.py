@@ -198,6 +198,45 @@ def lines(doc: dict[str, Any]) -> list[str]:
 BUDGET = Budget()
 
 
+@dataclass
+class Measured:
+    """A background process's end: exit status (-9 when its time ran out), output, wall and CPU seconds."""
+
+    returncode: int
+    output: str
+    wall_s: float
+    cpu_s: float
+    timed_out: bool
+
+
+def run_measured(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
+                 started: Any = None) -> Measured:
+    """Run ``argv`` and wait for it with ``wait4``, not subprocess.run, to learn the CPU time of its own processes;
+    its output goes to a file, so that no pipe can fill while nobody reads it. ``started(proc)`` sees the process
+    (to stop it from elsewhere)."""
+    import subprocess
+    import tempfile
+
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+        if started is not None:
+            started(proc)
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read().decode(errors="replace")
+    wall = time.monotonic() - start
+    return Measured(proc.returncode, output, wall, usage.ru_utime + usage.ru_stime,
+                    wall >= timeout_s and proc.returncode < 0)
+
+
 def record_scenario(scenario: str, wall_s: float, cpu_s: float, returncode: int) -> None:
     """Called by tests/molecule/conftest.py when a scenario's ``molecule test`` has been waited for."""
     BUDGET.record_scenario(scenario, wall_s, cpu_s, returncode)

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,31 +162,21 @@ class Lane:
         work = Path(tempfile.mkdtemp(prefix="gpufleet-lane-"))
         report, times = work / "reports.jsonl", work / "suite-times.json"
         env = dict(os.environ, **{REPORT_ENV: str(report), suite_budget.REPORT_ENV: str(times)})
-        start = time.monotonic()
-        with tempfile.TemporaryFile() as out:
-            proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                                     "-o", "console_output_style=classic", *nodeids], cwd=REPO, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        def started(proc: subprocess.Popen[bytes]) -> None:
             with self.lock:
                 self.procs[name] = proc
-            timer = threading.Timer(TIMEOUT_S, proc.kill)
-            timer.start()
-            try:
-                _pid, status, usage = os.wait4(proc.pid, 0)
-            finally:
-                timer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            tail = out.read().decode(errors="replace")[-TAIL:]
-        run = FileRun(returncode=proc.returncode, tail=tail)
+
+        done = suite_budget.run_measured([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o",
+                                          "console_output_style=classic", *nodeids], cwd=REPO, env=env,
+                                         timeout_s=TIMEOUT_S, started=started)
+        run = FileRun(returncode=done.returncode, tail=done.output[-TAIL:])
         if report.exists():
             for line in report.read_text(encoding="utf-8").splitlines():
                 data = json.loads(line)
                 if isinstance(data.get("longrepr"), list):  # a skip's (path, line, reason): JSON made it a list
                     data["longrepr"] = tuple(data["longrepr"])
                 run.reports.setdefault(data["nodeid"], []).append(data)
-        suite_budget.record_background(name, time.monotonic() - start, usage.ru_utime + usage.ru_stime,
-                                       proc.returncode, len(nodeids))
+        suite_budget.record_background(name, done.wall_s, done.cpu_s, done.returncode, len(nodeids))
         for path in (report, times):
             path.unlink(missing_ok=True)
         work.rmdir()

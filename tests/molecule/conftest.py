@@ -25,9 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -88,27 +86,12 @@ def _run(molecule: str, scenario: str) -> Outcome:
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["PY_COLORS"] = "0"
     env["GPUFLEET_MOLECULE_FIRST_LOOPBACK"] = str(first_loopback(scenario))
-    start = time.monotonic()
-    # waited for with wait4, not subprocess.run, to learn the CPU time of this scenario's own processes (the
-    # suite's budget report: tests/suite_budget.py); output to a file, so no pipe can fill while nobody reads it
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([molecule, "-c", str(BASE_CONFIG), "test", "-s", scenario], cwd=ROOT, env=env,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        timer = threading.Timer(TIMEOUT_S, proc.kill)
-        timer.start()
-        try:
-            _pid, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        output = out.read().decode(errors="replace")
-    seconds = time.monotonic() - start
-    cpu = usage.ru_utime + usage.ru_stime
-    timed_out = seconds >= TIMEOUT_S and proc.returncode < 0
-    if timed_out:
+    run = suite_budget.run_measured([molecule, "-c", str(BASE_CONFIG), "test", "-s", scenario], cwd=ROOT, env=env,
+                                    timeout_s=TIMEOUT_S)
+    output, seconds, cpu = run.output, run.wall_s, run.cpu_s
+    if run.timed_out:
         output += f"\n(timed out after {TIMEOUT_S} s)"
-    returncode = -1 if timed_out else proc.returncode
+    returncode = -1 if run.timed_out else run.returncode
     suite_budget.record_scenario(scenario, seconds, cpu, returncode)
     return Outcome(scenario, returncode, output, seconds)
 
