@@ -162,4 +162,15 @@ def evaluate(meas: dict[str, Any] | None, th: dict[str, Any], gpus: list[dict[st
     if meas is None:
         return []
     peermem = [check_peermem(meas)] if meas["expected"] else []
-    return [*peermem, *check_ports(meas, th), *check_distance(meas, th, gpus)]
+    checks = [*peermem, *check_ports(meas, th), *check_distance(meas, th, gpus)]
+    if th.get("rdma_expected") is None:
+        # HCAs seen but RDMA not declared: a ConnectX used for Ethernet only, or a spare port left unplugged, is a
+        # healthy node; what would be CRITICAL is a WARNING that says how to make it count (no false red)
+        checks = [_undeclared(c) if c["status"] == FAIL and c["level"] != UNKNOWN else c for c in checks]
+    return checks
+
+
+def _undeclared(found: dict[str, Any]) -> dict[str, Any]:
+    return check(found["name"], None, WARN, found["value"], found["threshold"],
+                 f"{found['message']} (a WARNING: RDMA is not declared for this host; set gpu_health_thresholds' "
+                 "rdma_expected true to make it CRITICAL)", evidence=found["evidence"]) | {"gpu": found["gpu"]}

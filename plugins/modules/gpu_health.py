@@ -236,9 +236,10 @@ options:
     default: fail
   rdma_expected:
     description:
-      - Whether the host must do GPUDirect RDMA. V(null) - where HCAs exist (C(/sys/class/infiniband)). When it is,
-        C(nvidia_peermem) must be loaded (C(rdma_peermem), CRITICAL) and every HCA port checked; a host with no
-        HCA where RDMA is not expected gets no RDMA check.
+      - Whether the host must do GPUDirect RDMA. V(true) - C(nvidia_peermem) must be loaded (C(rdma_peermem),
+        CRITICAL) and every HCA port must be up (C(rdma_port_state), CRITICAL). V(null) - the HCAs that exist
+        (C(/sys/class/infiniband)) are checked, but what would be CRITICAL is a WARNING (an Ethernet-only ConnectX
+        or a spare unplugged port is a healthy node); a host with no HCA gets no RDMA check.
     type: bool
   rdma_expected_rate_gbps:
     description:

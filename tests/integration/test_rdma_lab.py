@@ -38,6 +38,7 @@ HOST = "rdma-h100"
 LOOPBACK = "127.0.226.1"
 ROLE = "- hosts: all\n  gather_facts: false\n  roles: [gpufleet.nvidia.gpu_rdma]\n"
 HEALTH = ("- hosts: all\n  gather_facts: false\n  vars:\n    gpu_health_fail_on: never\n"
+          "    gpu_health_thresholds: {rdma_expected: true}\n"
           "  roles: [gpufleet.nvidia.gpu_health]\n")
 RDMA_CHECKS = {"rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance"}
 SIM = "import sys; sys.path.insert(0, '/usr/lib/nvidia-sim/python'); from nvidia_sim import infiniband; "

@@ -12,7 +12,7 @@ from gpufleet_lab.pcitree import write_pci_tree
 from gpufleet_sim import infiniband
 from gpufleet_sim.presets import build_state
 
-TH = {"rdma_expected": None, "rdma_expected_rate_gbps": None, "rdma_counter_interval_s": 2,
+TH = {"rdma_expected": True, "rdma_expected_rate_gbps": None, "rdma_counter_interval_s": 2,
       "rdma_nic_max_level": "PXB", "rdma_pairing_expected": None}
 
 
@@ -56,7 +56,22 @@ def test_healthy_node_passes_every_rdma_check(tmp_path: Path) -> None:
 
 
 def test_host_without_hca_and_rdma_not_expected_gets_no_check(tmp_path: Path) -> None:
-    assert Node(tmp_path, "8xA100").checks() == []
+    assert Node(tmp_path, "8xA100").checks({"rdma_expected": None}) == []
+
+
+def test_hcas_without_rdma_declared_never_make_a_healthy_node_critical(tmp_path: Path) -> None:
+    """A ConnectX used for Ethernet only, or a spare port left unplugged, is a healthy node: without
+    rdma_expected, what would be CRITICAL is a WARNING that says how to make it count."""
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, "ib-port-down", {"hca": "mlx5_2"})
+    infiniband.inject_in(node.doc, "peermem-unloaded", {})
+    node.render()
+    bad = _bad(node.checks({"rdma_expected": None}))
+    assert [(name, level) for name, level, _ in bad] == [("rdma_peermem", "WARNING"), ("rdma_port_state", "WARNING")]
+    assert all(msg.endswith("(a WARNING: RDMA is not declared for this host; set gpu_health_thresholds' "
+                            "rdma_expected true to make it CRITICAL)") for _, _, msg in bad)
+    assert [(n, lv) for n, lv, _ in _bad(node.checks())] == [("rdma_peermem", "CRITICAL"),
+                                                             ("rdma_port_state", "CRITICAL")]
 
 
 def test_host_without_hca_where_rdma_is_expected_fails(tmp_path: Path) -> None:
