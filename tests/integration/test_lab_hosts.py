@@ -27,6 +27,7 @@ from gpufleet_lab.hosts import (
     stop_hosts,
 )
 from gpufleet_lab.image import IMAGE, ensure_image
+from gpufleet_lab.loader import load_file
 from gpufleet_lab.podman import LAB_OWNER, podman, project_root
 
 pytestmark = pytest.mark.hosts
@@ -146,6 +147,69 @@ def test_the_nsenter_connection_says_which_host_is_not_running(tmp_path: Path) -
                     tmp=tmp_path)
     assert proc.returncode != 0
     assert "podman inspect lab-it-absent failed" in proc.stdout + proc.stderr
+
+
+def _init_pid(host: str) -> int:
+    return int(podman(["inspect", "--type", "container", "--format", "{{.State.Pid}}", host]).stdout.strip())
+
+
+def test_the_nsenter_connection_keeps_the_hosts_pid_and_asks_again_after_a_restart(tmp_path: Path) -> None:
+    """One ``podman inspect`` per host, not per task: the answer is kept, and a restarted host is asked again."""
+    plugin = load_file("nsenter_plugin", project_root() / "collections" / "ansible_collections" / "gpufleet" / "lab"
+                       / "plugins" / "connection" / "nsenter.py")
+    host = "lab-it-5"
+    start_hosts([HostSpec(host, "x", "127.0.205.1", state=_state(1))])
+    try:
+        kept = plugin.cache_file(host)
+        assert kept is not None
+        kept.unlink(missing_ok=True)
+        first = _ansible(host, ANSIBLE_HOST_VARS["ansible_connection"], "-m", "ansible.builtin.command",
+                         "-a", "cat /proc/sys/kernel/hostname", tmp=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert host in first.stdout
+        assert json.loads(kept.read_text(encoding="utf-8"))["pid"] == _init_pid(host)
+        assert oct(kept.stat().st_mode & 0o777) == "0o600"
+        assert oct(kept.parent.stat().st_mode & 0o777) == "0o700"
+        before = _init_pid(host)
+        podman(["restart", "--time", "1", host])
+        assert _init_pid(host) != before
+        again = _ansible(host, ANSIBLE_HOST_VARS["ansible_connection"], "-m", "ansible.builtin.command",
+                         "-a", "cat /proc/sys/kernel/hostname", tmp=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert host in again.stdout
+        assert json.loads(kept.read_text(encoding="utf-8"))["pid"] == _init_pid(host)
+    finally:
+        stop_hosts([host])
+
+
+ZIPPED_PROBE = r'''
+import os, subprocess, sys, zipfile
+cache = "/var/cache/gpufleet-lab/pycache"
+def build(archive, body):
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("probe.py", body)
+def run(archive):
+    code = "import sys; sys.path.insert(0, %r); import probe; print(probe.answer()); probe.fail()" % archive
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def count():
+    return len(os.listdir(cache)) if os.path.isdir(cache) else 0
+body = "def answer():\n    return 41 + 1\ndef fail():\n    raise ValueError('from the zip')\n"
+build("/root/a.zip", body); build("/root/b.zip", body)
+build("/root/c.zip", body.replace("41 + 1", "41 + 2"))
+first = run("/root/a.zip"); after_first = count()
+second = run("/root/b.zip"); after_second = count()
+third = run("/root/c.zip"); after_third = count()
+print(first.stdout.strip(), second.stdout.strip(), third.stdout.strip(), after_second - after_first,
+      after_third - after_second, '"/root/b.zip/probe.py", line 4' in second.stderr, "from the zip" in second.stderr)
+'''
+
+
+def test_a_hosts_python_keeps_code_compiled_from_zips_by_content(two_hosts: list[HostSpec]) -> None:
+    """host_python/gpufleet_lab_zipcache.py: the same bytes from another archive are a hit (no new file) whose
+    traceback names the archive they came from this time; other bytes at the same path compile anew."""
+    host = two_hosts[0].name
+    out = exec_in(host, ["python3", "-c", ZIPPED_PROBE]).split()
+    assert out == ["42", "42", "43", "0", "1", "True", "True"]
 
 
 def test_a_foreign_container_of_the_same_name_is_not_replaced() -> None:

@@ -45,6 +45,9 @@ PCI_MOUNT = "/sys/bus/pci/devices"
 SYS_CLASS = "/sys/class"
 SYS_MODULE = "/sys/module"
 KERNEL_MOUNT = "/var/lib/nvidia-sim/kernel"
+#: Debian's site directory in the host: host_python/'s bytecode cache for zip imports goes there (read-only).
+HOST_SITE_DIR = "/usr/lib/python3/dist-packages"
+HOST_PYTHON_FILES = ("gpufleet_lab_zipcache.py", "gpufleet_lab_zipcache.pth")
 LABEL_PRESET = "gpufleet.preset"
 LABEL_LOOPBACK = "gpufleet.loopback"
 LABEL_FLEET = "gpufleet.fleet"
@@ -192,6 +195,20 @@ def write_local_facts(spec: HostSpec, ansible_dir: Path) -> Path:
     return fact
 
 
+def python_mounts() -> list[str]:
+    """The ``--mount`` arguments that give a host's Python the lab's bytecode cache for Ansible's zipped modules.
+
+    host_python/gpufleet_lab_zipcache.py says what it does and why (a run of the suite runs a few thousand
+    modules; each compiled its module_utils again). Read-only binds: nothing in the image changes, a host that a
+    prepared image was committed from gets them again at its next start.
+    """
+    source = Path(__file__).resolve().parent / "host_python"
+    args: list[str] = []
+    for name in HOST_PYTHON_FILES:
+        args += ["--mount", f"type=bind,src={source / name},dst={HOST_SITE_DIR}/{name},ro=true"]
+    return args
+
+
 def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> list[str]:
     """Return the ``podman create`` arguments for a host (host network, systemd, labels, PCI mount)."""
     args = ["create", "--name", spec.name, "--hostname", spec.name, "--systemd=always", "--network=host",
@@ -205,7 +222,7 @@ def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> lis
             args += kernel_mounts(pci_dir.parent)
     for folder in spec.tmpfs:
         args += ["--mount", f"type=tmpfs,dst={folder}"]
-    return [*args, image, "/sbin/init"]
+    return [*args, *python_mounts(), image, "/sbin/init"]
 
 
 def wait_running(name: str, timeout: float = 90.0) -> float:
