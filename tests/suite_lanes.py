@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: are in each file), longest first by the quiet fresh-clone run of 2026-11-28 (docs/testing.md).
 BACKGROUND_FILES = (
     "tests/integration/test_slurm_lab.py",             # 127.0.222.1, 127.0.223.1 (its image: 127.0.229.1, locked)
-    "tests/integration/test_packaging_ee.py",          # 127.0.224.1, 127.0.225.1, its own podman socket
+    "tests/integration/test_packaging_ee.py",          # 127.0.225.1, its own podman socket
     "tests/integration/test_mig_faults_hosts.py",      # 127.0.218.1
     "tests/integration/test_host_reboot.py",           # 127.0.219.1
     "tests/integration/test_driver_upgrade_imex.py",   # 127.0.228.1

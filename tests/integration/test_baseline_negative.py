@@ -116,11 +116,9 @@ def _refused(lab: dict[str, object], expected: str, *extra: str) -> None:
     assert snapshot() == before
 
 
-def test_check_mode_on_a_fresh_host_changes_nothing(lab: dict[str, object]) -> None:
-    before = snapshot()
-    rc, failures = run_role(lab, check=True)
-    assert (rc, failures) == (0, [])
-    assert snapshot() == before
+# Check mode of this play on a fresh 8xH100-NVSwitch changes nothing: proven by
+# test_driver_lifecycle.py::test_the_default_branch_is_not_past_its_end_of_life (the same play, preset, snapshot and
+# assertions, and no warning besides); this file's copy of it went in issue 33.
 
 
 def test_unknown_branch_is_refused(lab: dict[str, object]) -> None:

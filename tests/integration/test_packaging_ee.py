@@ -1,5 +1,9 @@
 """The execution environment: execution-environment.yml builds (here on the project's Debian test-host image, see
-ee/build.py), and site.yml run through it with ansible-navigator, as AWX runs a job, converges two simulated hosts.
+ee/build.py), and site.yml run through it with ansible-navigator, as AWX runs a job, converges a simulated host.
+
+One host, a 4xA30 in group gpu_nodes only. It was two (with a 2xL40S) until issue 33: each task reaches a host
+through ``podman exec`` from inside the EE, about a second a task, and the second host proved nothing more about the
+EE; site.yml on an L40S is proven by the Molecule ``site`` scenario (site-l40s).
 
 How the EE reaches the lab's hosts: they are podman containers on this machine (host network, each on its own
 127.0.N.1) that the sim inventory reaches with the ``containers.podman.podman`` connection, i.e. ``podman exec``
@@ -34,8 +38,8 @@ pytestmark = [pytest.mark.hosts, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SOCKET_IN_EE = "/run/gpufleet-podman.sock"
-# two hosts, on loopback addresses no other test of the suite uses (it may run beside any of them: tests/suite_lanes.py)
-HOSTS = {"2xL40S": "127.0.224.1", "4xA30": "127.0.225.1"}
+# on a loopback address no other test of the suite uses (it may run beside any of them: tests/suite_lanes.py)
+HOSTS = {"4xA30": "127.0.225.1"}
 
 
 def _ee_build() -> dict[str, object]:
@@ -80,7 +84,7 @@ def podman_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[HostSpec]]]:
-    """Two simulated hosts and an inventory for them with the sim inventory's group_vars (copied, not linked:
+    """The simulated host and an inventory for it with the sim inventory's group_vars (copied, not linked:
     the EE sees only what is mounted into it)."""
     tag = uuid.uuid4().hex[:6]
     specs = [HostSpec(name=f"ee-{tag}-{i}", preset=preset, loopback=loopback, fleet=f"ee-{tag}")
@@ -98,7 +102,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list
         reposerver.stop(repo_pid)
 
 
-def test_site_converges_two_hosts_through_the_execution_environment(message_queues, ee_image, podman_socket, fleet,
+def test_site_converges_a_host_through_the_execution_environment(message_queues, ee_image, podman_socket, fleet,
                                                                    tmp_path):
     inventory, specs = fleet
     playbook = tmp_path / "site.yml"
@@ -135,6 +139,5 @@ def test_site_converges_two_hosts_through_the_execution_environment(message_queu
         assert "unreachable=0" in line, line
         assert "failed=0" in line, line
     # the hosts are converged: the driver answers with the GPUs of the preset (NVIDIA's names for the models)
-    assert exec_in(specs[0].name, ["nvidia-smi", "-L"]).count("NVIDIA L40S") == 2
-    assert exec_in(specs[1].name, ["nvidia-smi", "-L"]).count("NVIDIA A30") == 4
-    print(f"site.yml through the EE, 2 hosts: {took:.0f} s")
+    assert exec_in(specs[0].name, ["nvidia-smi", "-L"]).count("NVIDIA A30") == 4
+    print(f"site.yml through the EE, 1 host: {took:.0f} s")
