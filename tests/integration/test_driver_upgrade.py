@@ -3,9 +3,10 @@ roll with drain hooks, one host at a time.
 
 Two podman hosts (2xL40S) start from the prepared ``plain-550`` image (molecule/_shared/lab_hosts.py: nvml_python
 and driver 550 from the simulated repository, converged once and committed; issue 33: the fresh install these
-tests used to repeat is proven by the image's build, the nvidia_driver scenario and the lifecycle tests). A simulated compute process
-on the second host (the simulated driver's hardware module, as `gpusim process add` does) makes it busy. The exact
-message, the driver versions (dpkg) and the order of the hook calls are what the tests compare.
+tests used to repeat is proven by the image's build, the nvidia_driver scenario and the lifecycle tests).
+A simulated compute process on the second host (the simulated driver's hardware module, as `gpusim process add`
+does) makes it busy. The exact message, the driver versions (dpkg) and the order of the hook calls are what the
+tests compare.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ DRIVER_PACKAGES = ("nvidia-driver-pinning-580", "cuda-drivers-580", "nvidia-driv
                    "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced", "nvidia-cuda-mps")
 FM_PACKAGE = "nvidia-fabricmanager"
 #: Each platform's preset (molecule.yml): GPUs and whether it has NVSwitches.
-EXPECTED = {"drv-h100": (8, True), "drv-a30": (4, False)}
+EXPECTED = {"drv-a30": (4, False)}
 SMI_LINE = re.compile(r"^GPU \d+: .+ \(UUID: (GPU-[0-9a-f-]+)\)$")
 
 
@@ -76,24 +76,20 @@ def test_nouveau_blacklisted(host) -> None:
         "blacklist nouveau", "options nouveau modeset=0"]
 
 
-def test_module_parameters_only_where_set(host) -> None:
+def test_module_parameters_where_set(host) -> None:
+    """converge.yml sets one; the file is absent where none is set: molecule/site test_driver_defaults."""
     params = host.file("/etc/modprobe.d/nvidia.conf")
-    if _name(host) == "drv-h100":
-        assert "options nvidia NVreg_EnableStreamMemOPs=1" in params.content_string.splitlines()
-    else:
-        assert not params.exists
+    assert "options nvidia NVreg_EnableStreamMemOPs=1" in params.content_string.splitlines()
 
 
-def test_persistenced_enabled_running_and_overridden_only_where_asked(host) -> None:
+def test_persistenced_enabled_running_and_overridden_where_asked(host) -> None:
+    """converge.yml asks for arguments; no override where none is asked: molecule/site test_driver_defaults."""
     service = host.service("nvidia-persistenced")
     assert service.is_enabled
     assert service.is_running
     override = host.file("/etc/systemd/system/nvidia-persistenced.service.d/gpufleet.conf")
-    if _name(host) == "drv-h100":
-        assert "ExecStart=/usr/bin/nvidia-persistenced --user root --verbose" in override.content_string
-        assert "--user root" in host.check_output("ps -o args= -C nvidia-persistenced")
-    else:
-        assert not override.exists
+    assert "ExecStart=/usr/bin/nvidia-persistenced --user root --verbose" in override.content_string
+    assert "--user root" in host.check_output("ps -o args= -C nvidia-persistenced")
 
 
 def test_nvidia_smi_lists_the_hosts_gpus(host) -> None:

@@ -46,11 +46,26 @@ def test_baseline_packages_held(host, package: str) -> None:
 
 
 def test_fabric_manager_follows_nvswitches(host) -> None:
+    """On the NVSwitch host: at exactly the driver's version, held, enabled and running, and the switches it
+    configured in its log (the claims the nvidia_driver scenario's 8xH100 carried until issue 33)."""
     _, nvswitch = EXPECTED[_name(host)]
     assert host.package(FM_PACKAGE).is_installed is nvswitch
     if nvswitch:
+        assert host.package(FM_PACKAGE).version == host.package("nvidia-driver").version
+        assert host.service("nvidia-fabricmanager").is_enabled
         assert host.service("nvidia-fabricmanager").is_running
         assert FM_PACKAGE in _held(host)
+        log = host.file("/var/log/fabricmanager.log").content_string
+        assert "Successfully configured all the available NVSwitches" in log
+
+
+def test_driver_defaults(host) -> None:
+    """site.yml sets no driver options: the open kernel modules only, no module parameters file and no
+    persistenced override (the nvidia_driver scenario proves them where they are set)."""
+    assert host.package("nvidia-kernel-open-dkms").is_installed
+    assert not host.package("nvidia-kernel-dkms").is_installed
+    assert not host.file("/etc/modprobe.d/nvidia.conf").exists
+    assert not host.file("/etc/systemd/system/nvidia-persistenced.service.d/gpufleet.conf").exists
 
 
 def test_driver_lists_the_gpus(host) -> None:
