@@ -43,7 +43,7 @@ ROOT = project_root()
 BASE_CONFIG = ROOT / "molecule" / "_shared" / "base.yml"
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 #: Started first because they take longest (measured; docs/testing.md): the others fill the gaps.
-LONGEST_FIRST = ("site", "nvidia_imex", "nvidia_driver", "nvidia_container_toolkit", "nvidia_mig")
+LONGEST_FIRST = ("site", "nvidia_mig", "nvidia_driver_nvlink5", "nvidia_imex", "nvidia_driver")
 #: Molecule's hosts take loopback numbers from 101 up (create.yml); a scenario gets a block of this many, and the
 #: blocks end below the numbers the baseline images are built on (molecule/_shared/lab_hosts.py: 230).
 LOOPBACK_BLOCK = 10
