@@ -52,7 +52,7 @@ BACKGROUND_FILES = (
     "tests/integration/test_host_reboot.py",           # 127.0.219.1
     "tests/integration/test_driver_upgrade_imex.py",   # 127.0.228.1
     "tests/integration/test_driver_upgrade.py",        # 127.0.213.1-2
-    "tests/integration/test_baseline_negative.py",     # 127.0.211.1
+    "tests/integration/test_baseline_negative.py",     # 127.0.211.1-2
     "tests/integration/test_driver_lifecycle.py",      # 127.0.217.1-2
     "tests/integration/test_monitoring_prometheus.py", # 127.0.221.1-2, its own Prometheus on a free port
     "tests/integration/test_rdma_lab.py",              # 127.0.226.1
