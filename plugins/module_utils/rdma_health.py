@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import rdma
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL, OK, UNKNOWN, WARN, check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.xid import worst_level
 
 #: check names (gpu_health's skip_checks takes them)
 NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance")
@@ -174,3 +175,27 @@ def _undeclared(found: dict[str, Any]) -> dict[str, Any]:
     return check(found["name"], None, WARN, found["value"], found["threshold"],
                  f"{found['message']} (a WARNING: RDMA is not declared for this host; set gpu_health_thresholds' "
                  "rdma_expected true to make it CRITICAL)", evidence=found["evidence"]) | {"gpu": found["gpu"]}
+
+
+def network(meas: dict[str, Any] | None, checks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The report's ``network`` object: every HCA port as the second read saw it, with the level of its checks.
+
+    ``checks`` are the report's (after ``skip_checks``); a port's ``level`` is the worst of the checks whose
+    evidence names it (PASS when none is left), ``failed`` their names. None where no RDMA check ran.
+    """
+    if meas is None:
+        return None
+    facts = meas["second"]
+    ports = []
+    for hca in facts["hcas"]:
+        for port in hca["ports"]:
+            mine = [c for c in checks if c["name"] in NAMES and isinstance(c.get("evidence"), dict)
+                    and c["evidence"].get("hca") == hca["name"] and c["evidence"].get("port") == port["port"]]
+            ports.append({"hca": hca["name"], "port": port["port"], "pci_bus_id": hca["pci_bus_id"],
+                          "state": port["state"], "phys_state": port["phys_state"], "rate": port["rate"],
+                          "rate_gbps": port["rate_gbps"], "link_layer": port["link_layer"],
+                          "level": worst_level([c["level"] for c in mine]),
+                          "failed": sorted({c["name"] for c in mine if c["status"] != OK})})
+    return {"expected": meas["expected"], "nvidia_peermem_loaded": facts["nvidia_peermem_loaded"],
+            "ports": ports,
+            "gpus": [{"pci_bus_id": g["pci_bus_id"], "nearest": g["nearest"]} for g in facts["gpus"]]}

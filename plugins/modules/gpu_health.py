@@ -326,7 +326,8 @@ health:
         - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(level),
           C(action), C(value), C(threshold), C(message), C(evidence) (for C(xid) - one entry per XID code and
           subcode with its C(count), C(level), C(action) and the catalogue's words; for C(dcgm_diag) - one entry
-          per failing or warning DCGM test and GPU with DCGM's warnings; else null).
+          per failing or warning DCGM test and GPU with DCGM's warnings; for the C(rdma_port_*) checks - the
+          port, C(hca), C(port) and C(rate); else null).
       type: list
       elements: dict
     gpus:
@@ -350,6 +351,19 @@ health:
       type: list
       elements: dict
     thresholds: {description: The thresholds used., type: dict}
+    network:
+      description:
+        - The RDMA side of the host where its checks ran (null elsewhere) - C(expected), C(nvidia_peermem_loaded),
+          C(ports) (per HCA port - C(hca), C(port), C(pci_bus_id), C(state), C(phys_state), C(rate),
+          C(rate_gbps), C(link_layer), and the C(level) and C(failed) names of its checks) and C(gpus) (per GPU in
+          bus order, C(pci_bus_id) and its C(nearest) NIC with the C(nvidia-smi topo -m) level).
+      type: dict
+      sample:
+        expected: true
+        nvidia_peermem_loaded: true
+        ports: [{hca: mlx5_0, port: 1, pci_bus_id: "0000:fe:00.0", state: ACTIVE, phys_state: LinkUp,
+                 rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0, link_layer: InfiniBand, level: PASS, failed: []}]
+        gpus: [{pci_bus_id: "0000:18:00.0", nearest: {hca: mlx5_0, level: PIX}}]
 msg:
   description: One line - the status and the failing checks.
   returned: always
@@ -530,7 +544,8 @@ def build_report(meas: dict[str, Any], th: dict[str, Any], skip: list[str]) -> d
             "counts": summary["counts"], "failed": summary["failed"], "xid_catalogue": xid.cat.SOURCE,
             "checks": checks, "gpus": gpus, "driver_version": meas.get("driver_version"),
             "cuda_version": meas.get("cuda_version"), "gpu_count": meas.get("gpu_count"),
-            "xid_sources": meas.get("xid_sources", []), "thresholds": th}
+            "xid_sources": meas.get("xid_sources", []), "thresholds": th,
+            "network": rdma_health.network(meas.get("rdma"), checks)}
 
 
 def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
@@ -557,7 +572,8 @@ def measure(module: AnsibleModule, th: dict[str, Any]) -> dict[str, Any]:
     extra = meas.setdefault("extra_checks", [])
     if params["dcgm_diag_level"]:
         extra.append(dcgm_diag(module, params["dcgm_diag_level"], params["dcgm_host"]))
-    extra += rdma_health.evaluate(rdma_health.measure(th), th, meas.get("gpus", []))
+    meas["rdma"] = rdma_health.measure(th)
+    extra += rdma_health.evaluate(meas["rdma"], th, meas.get("gpus", []))
     if params["container_runtime"]:
         extra.append(container_smoke(module, params["container_runtime"], params["container_image"],
                                      meas.get("gpu_count")))

@@ -145,3 +145,44 @@ def test_unreadable_counter_is_unknown_not_ok(tmp_path: Path) -> None:
     counter.write_text("n/a\n")
     assert _bad(node.checks()) == [("rdma_port_errors", "UNKNOWN",
                                     "mlx5_4 port 1: cannot read port_rcv_errors; cannot tell whether errors rise")]
+
+
+def test_the_report_carries_each_port_with_the_level_of_its_checks_and_holds_to_the_schema(tmp_path: Path) -> None:
+    """gpu_health's report gains ``network``: every port as read, with the worst level of the checks that name it
+    (a down port CRITICAL, a slow one WARNING, the rest PASS); the report, RDMA evidence included, validates against
+    the published schema (src/gpufleet/schemas/health_report.schema.json)."""
+    import json
+    import sys
+    from importlib import resources
+
+    import jsonschema
+    from ansible_collections.gpufleet.nvidia.plugins.modules import gpu_health
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_health_checks import HEALTHY_GPU, th
+
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, "ib-port-down", {"hca": "mlx5_2"})
+    infiniband.inject_in(node.doc, "ib-rate-degraded", {"hca": "mlx5_5", "width": 1})
+    node.render()
+    thresholds = th(rdma_expected=True)
+    meas = rdma_health.measure(thresholds, node.read, lambda _s: None)
+    host = {"driver_version": "570.172.08", "cuda_version": "12.8", "gpu_count": 1, "gpus": [HEALTHY_GPU],
+            "xid_sources": [], "rdma": meas,
+            "extra_checks": rdma_health.evaluate(meas, thresholds, node.gpus)}
+    report = gpu_health.build_report(host, thresholds, [])
+    ports = {(p["hca"], p["port"]): (p["state"], p["rate"], p["level"], p["failed"])
+             for p in report["network"]["ports"]}
+    assert ports[("mlx5_2", 1)] == ("DOWN", "400 Gb/sec (4X NDR)", "CRITICAL", ["rdma_port_state"])
+    assert ports[("mlx5_5", 1)] == ("ACTIVE", "100 Gb/sec (1X NDR)", "WARNING", ["rdma_port_rate"])
+    assert {k for k, v in ports.items() if v[2] == "PASS"} == {(f"mlx5_{i}", 1) for i in (0, 1, 3, 4, 6, 7)}
+    assert report["network"]["nvidia_peermem_loaded"] is True
+    assert [g["nearest"] for g in report["network"]["gpus"]] == [{"hca": f"mlx5_{i}", "level": "PIX"}
+                                                                for i in range(8)]
+    schema = json.loads(resources.files("gpufleet").joinpath("schemas/health_report.schema.json").read_text("utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(report)
+    # a skipped check leaves its port PASS: the level is what the report judged, nothing more
+    skipped = gpu_health.build_report(host, thresholds, ["rdma_port_state"])
+    assert {p["hca"]: p["level"] for p in skipped["network"]["ports"]}["mlx5_2"] == "PASS"
+    # no RDMA check ran: no network object
+    assert gpu_health.build_report(dict(host, rdma=None, extra_checks=[]), thresholds, [])["network"] is None
