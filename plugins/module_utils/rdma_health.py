@@ -181,7 +181,8 @@ def network(meas: dict[str, Any] | None, checks: list[dict[str, Any]]) -> dict[s
     """The report's ``network`` object: every HCA port as the second read saw it, with the level of its checks.
 
     ``checks`` are the report's (after ``skip_checks``); a port's ``level`` is the worst of the checks whose
-    evidence names it (PASS when none is left), ``failed`` their names. None where no RDMA check ran.
+    evidence names it (PASS when none is left), ``failed`` their names; the object's own ``level`` and ``failed``
+    cover every RDMA check (nvidia_peermem, no HCA, a GPU far from its NIC too). None where no RDMA check ran.
     """
     if meas is None:
         return None
@@ -196,6 +197,8 @@ def network(meas: dict[str, Any] | None, checks: list[dict[str, Any]]) -> dict[s
                           "rate_gbps": port["rate_gbps"], "link_layer": port["link_layer"],
                           "level": worst_level([c["level"] for c in mine]),
                           "failed": sorted({c["name"] for c in mine if c["status"] != OK})})
+    ours = [c for c in checks if c["name"] in NAMES]
     return {"expected": meas["expected"], "nvidia_peermem_loaded": facts["nvidia_peermem_loaded"],
-            "ports": ports,
+            "level": worst_level([c["level"] for c in ours]),
+            "failed": sorted({c["name"] for c in ours if c["status"] != OK}), "ports": ports,
             "gpus": [{"pci_bus_id": g["pci_bus_id"], "nearest": g["nearest"]} for g in facts["gpus"]]}

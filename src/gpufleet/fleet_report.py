@@ -70,6 +70,7 @@ def _problems(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             {
                 "check": check.get("name"),
                 "gpu": gpu.get("index") if gpu else None,
+                "port": _port_of(check),
                 "uuid": gpu.get("uuid") if gpu else None,
                 "level": level,
                 "action": check.get("action") or "none",
@@ -80,6 +81,46 @@ def _problems(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         )
     out.sort(key=lambda p: (-LEVELS.index(p["level"]), p["gpu"] if p["gpu"] is not None else -1, str(p["check"])))
     return out
+
+
+def _port_of(check: Mapping[str, Any]) -> str | None:
+    """``"mlx5_2 port 1"`` for a check whose evidence names an HCA port (the RDMA port checks), else None."""
+    evidence = check.get("evidence")
+    if isinstance(evidence, Mapping) and evidence.get("hca") is not None:
+        return f"{evidence['hca']} port {evidence.get('port')}"
+    return None
+
+
+def _network(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The host's RDMA side as the report judged it (``network``), or None where no RDMA check ran.
+
+    Its level is the report's for every RDMA check (ports, ``nvidia_peermem``, no HCA, a GPU far from its NIC), so
+    a network that is fine apart from a missing module is not drawn green.
+    """
+    network = report.get("network")
+    if not isinstance(network, Mapping):
+        return None
+    ports = [
+        {
+            "name": f"{port.get('hca')} port {port.get('port')}",
+            "hca": port.get("hca"),
+            "port": port.get("port"),
+            "state": port.get("state"),
+            "phys_state": port.get("phys_state"),
+            "rate": port.get("rate"),
+            "link_layer": port.get("link_layer"),
+            "level": _level(port.get("level")),
+        }
+        for port in network.get("ports") or []
+        if isinstance(port, Mapping)
+    ]
+    peermem = network.get("nvidia_peermem_loaded")
+    return {
+        "expected": bool(network.get("expected")),
+        "peermem": "loaded" if peermem is True else "not loaded" if peermem is False else "unknown",
+        "ports": ports,
+        "level": _level(network.get("level")),
+    }
 
 
 def _no_report_reason(host: Mapping[str, Any]) -> str:
@@ -108,6 +149,7 @@ def _host(name: str, host: Mapping[str, Any]) -> dict[str, Any]:
             "problems": [],
             "driver_version": None,
             "gpu_count": None,
+            "network": None,
         }
     per_gpu: dict[int, list[dict[str, Any]]] = {}
     problems = _problems(report)
@@ -139,6 +181,7 @@ def _host(name: str, host: Mapping[str, Any]) -> dict[str, Any]:
         "driver_version": report.get("driver_version"),
         "gpu_count": report.get("gpu_count"),
         "virtualization": _virtualization(report),
+        "network": _network(report),
         "xid_catalogue": report.get("xid_catalogue"),
     }
 

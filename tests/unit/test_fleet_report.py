@@ -161,3 +161,40 @@ def test_a_host_that_is_a_vm_says_so_on_the_page_and_in_the_terminal() -> None:
     render_fleet_text(fleet, console)
     lines = console.export_text().splitlines()
     assert [line for line in lines if "VM:" in line] == ["vm  PASS       0■  VM: Pass-Through"]
+
+
+def _port(hca: str, level: str, state: str = "ACTIVE", rate: str = "400 Gb/sec (4X NDR)") -> dict[str, Any]:
+    return {"hca": hca, "port": 1, "pci_bus_id": None, "state": state, "phys_state": "LinkUp", "rate": rate,
+            "rate_gbps": 400.0, "link_layer": "InfiniBand", "level": level, "failed": []}
+
+
+def test_network_findings_sit_beside_the_gpus_of_the_same_host() -> None:
+    """Issue 30: a host whose report has RDMA checks gets a network row (a cell per port, coloured by the port's
+    checks, and nvidia_peermem); a port's finding is listed under the port's name, not as "host"."""
+    down = {"name": "rdma_port_state", "gpu": None, "status": "fail", "level": "CRITICAL", "action": "drain",
+            "value": "DOWN / Polling", "threshold": "ACTIVE / LinkUp", "message": "mlx5_1 port 1 is DOWN",
+            "evidence": {"hca": "mlx5_1", "port": 1, "rate": "400 Gb/sec (4X NDR)"}}
+    report = dict(_report("CRITICAL", [GPU0]), checks=[down],
+                  network={"expected": True, "nvidia_peermem_loaded": False, "level": "CRITICAL",
+                           "failed": ["rdma_port_state"], "gpus": [],
+                           "ports": [_port("mlx5_0", "PASS"), _port("mlx5_1", "CRITICAL", state="DOWN")]})
+    doc = {"playbook": "/x/verify.yml", "hosts": {"rdma": _host(report), "plain": _host(_report("PASS", [GPU0]))}}
+    fleet = fleet_from_result(doc, generated_at="t")
+    rdma, plain = fleet["hosts"][1], fleet["hosts"][0]
+    assert plain["name"] == "plain"
+    assert plain["network"] is None
+    assert [(p["name"], p["level"]) for p in rdma["network"]["ports"]] == [("mlx5_0 port 1", "PASS"),
+                                                                          ("mlx5_1 port 1", "CRITICAL")]
+    assert (rdma["network"]["level"], rdma["network"]["peermem"]) == ("CRITICAL", "not loaded")
+    assert [p["port"] for p in rdma["problems"]] == ["mlx5_1 port 1"]
+    page = render_html(fleet)
+    assert page.count('class="network"') == 1
+    assert 'data-hca="mlx5_1" data-port="1" data-level="CRITICAL" data-state="DOWN"' in page
+    assert 'data-peermem="not loaded"' in page
+    assert "<td>mlx5_1 port 1</td><td>rdma_port_state</td>" in page
+    console = Console(record=True, width=300)
+    render_fleet_text(fleet, console)
+    lines = console.export_text().splitlines()
+    assert lines[1:5] == ["plain  PASS       0■", "rdma  CRITICAL   0■",
+                          "  network CRITICAL mlx5_0■ mlx5_1■  nvidia_peermem not loaded",
+                          "  mlx5_1 port 1 CRITICAL rdma_port_state [action: drain]: mlx5_1 port 1 is DOWN"]

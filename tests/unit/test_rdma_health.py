@@ -177,6 +177,8 @@ def test_the_report_carries_each_port_with_the_level_of_its_checks_and_holds_to_
     assert ports[("mlx5_5", 1)] == ("ACTIVE", "100 Gb/sec (1X NDR)", "WARNING", ["rdma_port_rate"])
     assert {k for k, v in ports.items() if v[2] == "PASS"} == {(f"mlx5_{i}", 1) for i in (0, 1, 3, 4, 6, 7)}
     assert report["network"]["nvidia_peermem_loaded"] is True
+    assert (report["network"]["level"], report["network"]["failed"]) == ("CRITICAL", ["rdma_port_rate",
+                                                                                     "rdma_port_state"])
     assert [g["nearest"] for g in report["network"]["gpus"]] == [{"hca": f"mlx5_{i}", "level": "PIX"}
                                                                 for i in range(8)]
     schema = json.loads(resources.files("gpufleet").joinpath("schemas/health_report.schema.json").read_text("utf-8"))

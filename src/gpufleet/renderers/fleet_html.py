@@ -1,7 +1,8 @@
 """The fleet report as one self-contained HTML page: inline CSS and SVG, no script, no external asset.
 
 A row per host, a tile per GPU coloured by its level, each MIG GPU drawn as its memory slices with the GPU instances
-where their placement puts them (profile, start, size; the MIG UUIDs in the tooltip), the checks that are not PASS
+where their placement puts them (profile, start, size; the MIG UUIDs in the tooltip), under them a tile per RDMA
+port (state, rate, coloured by the port's checks) where the host has them, the checks that are not PASS
 with their action, and the run's metadata. Stable ``data-*`` attributes name what a tile shows, for tools and tests.
 """
 
@@ -47,6 +48,10 @@ text-overflow:ellipsis}
 .gpu svg{display:block;margin-top:4px;background:#fff;border-radius:3px}
 .gpu svg text{font:10px ui-monospace,monospace;fill:#fff}
 .error{color:#6a1b9a;font-weight:600}
+.network{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin-top:8px;font-size:12px}
+.network .label{font-weight:700;margin-right:4px}
+.port{border-radius:4px;padding:3px 6px;min-width:96px}
+.port .name{font-weight:700}.port .state{font-size:11px;opacity:.9;white-space:nowrap}
 table.problems{border-collapse:collapse;margin-top:8px;font-size:12px;width:100%}
 table.problems th,table.problems td{border-top:1px solid #eee;padding:3px 6px;text-align:left;vertical-align:top}
 table.problems td.level{font-weight:700}
@@ -118,13 +123,37 @@ def _gpu_tile(gpu: Mapping[str, Any]) -> str:
     )
 
 
+def _network(network: Mapping[str, Any] | None) -> str:
+    """The host's RDMA ports beside its GPUs: a tile per port coloured by its checks, and nvidia_peermem."""
+    if not network:
+        return ""
+    tiles = []
+    for port in network["ports"]:
+        fill, text = LEVEL_COLOURS[port["level"]]
+        state = f"{port.get('state')} / {port.get('phys_state')} · {port.get('rate')}"
+        tiles.append(
+            f'<div class="port" data-hca="{escape(str(port["hca"]))}" data-port="{escape(str(port["port"]))}" '
+            f'data-level="{port["level"]}" data-state="{escape(str(port.get("state")))}" '
+            f'data-rate="{escape(str(port.get("rate")))}" style="background:{fill};color:{text}" '
+            f'title="{escape(port["name"] + " " + state + " (" + str(port.get("link_layer")) + ")")}">'
+            f'<div class="name">{escape(port["name"])}</div><div class="state">{escape(state)}</div></div>'
+        )
+    if not tiles:
+        tiles.append('<span class="port-none">no HCA port</span>')
+    return (
+        f'<div class="network" data-level="{network["level"]}" data-peermem="{escape(network["peermem"])}">'
+        f'<span class="label">network</span>{_badge(network["level"])}{"".join(tiles)}'
+        f'<span class="peermem">nvidia_peermem {escape(network["peermem"])}</span></div>'
+    )
+
+
 def _problem_rows(host: Mapping[str, Any]) -> str:
     if not host["problems"]:
         return ""
     rows = []
     for p in host["problems"]:
         fill, _text = LEVEL_COLOURS[p["level"]]
-        where = "host" if p["gpu"] is None else f"GPU {p['gpu']}"
+        where = p.get("port") or ("host" if p["gpu"] is None else f"GPU {p['gpu']}")
         rows.append(
             f'<tr class="problem" data-level="{p["level"]}" data-check="{escape(str(p["check"]))}" '
             f'data-gpu="{"" if p["gpu"] is None else p["gpu"]}" data-action="{escape(str(p["action"]))}">'
@@ -156,7 +185,11 @@ def _host_section(host: Mapping[str, Any]) -> str:
     body = (
         f'<p class="error">{escape(str(host["error"]))}</p>'
         if host.get("error")
-        else '<div class="gpus">' + "".join(_gpu_tile(g) for g in host["gpus"]) + "</div>" + _problem_rows(host)
+        else '<div class="gpus">'
+        + "".join(_gpu_tile(g) for g in host["gpus"])
+        + "</div>"
+        + _network(host.get("network"))
+        + _problem_rows(host)
     )
     return (
         f'<section class="host" data-host="{escape(host["name"])}" data-level="{host["level"]}" '
