@@ -40,6 +40,15 @@ _RATE = re.compile(r"(?P<gbps>\d+(?:\.\d+)?) Gb/sec \((?P<width>\d+)X(?: (?P<spe
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _HOST_BRIDGE = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
 NVIDIA_VENDOR = "0x10de"
+#: PCI_EXT_CAP_ID_ACS (linux include/uapi/linux/pci_regs.h)
+ACS_CAP_ID = 0x0D
+#: ACS control bits in lspci's words (pci_regs.h PCI_ACS_SV ... PCI_ACS_DT; pciutils ls-ecaps.c)
+ACS_BITS = ((0x01, "SrcValid"), (0x02, "TransBlk"), (0x04, "ReqRedir"), (0x08, "CmpltRedir"), (0x10, "UpstreamFwd"),
+            (0x20, "EgressCtrl"), (0x40, "DirectTrans"))
+#: the bits that redirect (or block) peer-to-peer through a bridge: P2P Request Redirect, P2P Completion Redirect,
+#: P2P Egress Control - what linux drivers/pci/p2pdma.c pci_bridge_has_acs_redir tests, and what the kernel's
+#: ``pci=disable_acs_redir=`` clears (drivers/pci/pci.c pci_std_disable_acs_redir)
+ACS_REDIRECT = 0x04 | 0x08 | 0x20
 GPU_CLASSES = ("0x0302", "0x0300")
 
 
@@ -169,12 +178,71 @@ def gpu_bus_ids(pci_root: str) -> list[str]:
     return found
 
 
+def acs_control(config: bytes) -> tuple[int, int] | None:
+    """``(capability, control)`` of the ACS extended capability in a configuration space, or None without one.
+
+    The extended capabilities are a list from offset 0x100, each header ``id | version << 16 | next << 20``
+    (PCIe base spec; linux include/uapi/linux/pci_regs.h ``PCI_EXT_CAP_ID_ACS`` 0x0D, ``PCI_ACS_CAP`` +4,
+    ``PCI_ACS_CTRL`` +6). Raises ValueError for a space too short to hold them (read without root: 64 bytes).
+    """
+    if len(config) < 0x104:
+        raise ValueError(f"{len(config)} bytes of configuration space, no extended capabilities (needs root)")
+    offset, seen = 0x100, set()
+    while offset >= 0x100 and offset + 8 <= len(config) and offset not in seen:
+        seen.add(offset)
+        header = int.from_bytes(config[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if header & 0xFFFF == ACS_CAP_ID:
+            return (int.from_bytes(config[offset + 4:offset + 6], "little"),
+                    int.from_bytes(config[offset + 6:offset + 8], "little"))
+        offset = header >> 20
+    return None
+
+
+def acs_flags(control: int) -> str:
+    """The control word as ``lspci -vvv`` prints ACSCtl: ``SrcValid+ TransBlk- ReqRedir+ ...``."""
+    return " ".join(f"{name}{'+' if control & bit else '-'}" for bit, name in ACS_BITS)
+
+
+def path_bridges(chain_a: list[str], chain_b: list[str]) -> list[str]:
+    """The bridges whose ACS decides whether peer-to-peer between two devices goes straight across: as
+    drivers/pci/p2pdma.c walks them (``pci_bridge_has_acs_redir``), each device's upstream bridges up to and including
+    the deepest bridge the two share (the host bridge excluded; the devices themselves have no say)."""
+    common = 0
+    for left, right in zip(chain_a[:-1], chain_b[:-1], strict=False):
+        if left != right:
+            break
+        common += 1
+    shared = [chain_a[common - 1]] if common > 1 else []
+    return [*chain_a[common:-1], *chain_b[common:-1], *shared]
+
+
+def read_acs(pci_root: str, bridges: list[str]) -> list[dict[str, Any]]:
+    """Per bridge: ``bridge``, ``control`` (None without an ACS capability), ``redirect`` (the bits that send
+    peer-to-peer up to the root complex, :data:`ACS_REDIRECT`) and ``error`` (the space could not be read)."""
+    out = []
+    for bridge in bridges:
+        try:
+            with open(os.path.join(pci_root, bridge, "config"), "rb") as handle:
+                found = acs_control(handle.read())
+        except (OSError, ValueError) as exc:
+            out.append({"bridge": bridge, "control": None, "redirect": None, "error": str(exc)})
+            continue
+        control = found[1] if found else None
+        out.append({"bridge": bridge, "control": control, "redirect": bool(control & ACS_REDIRECT) if found else False,
+                    "error": None})
+    return out
+
+
 def gpu_nic_distances(pci_root: str, hcas: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per GPU (bus order), the HCAs sorted by PCIe distance (level order, then name); ``nearest`` the first."""
+    """Per GPU (bus order), the HCAs sorted by PCIe distance (level order, then name); ``nearest`` the first, with
+    the ACS state of the bridges between the GPU and it (``acs``) when it is below the same root port (PIX, PXB)."""
     places = {}
     for name in [*gpu_bus_ids(pci_root), *(h["pci_bus_id"] for h in hcas if h.get("pci_bus_id"))]:
         folder = os.path.join(pci_root, name)
         places[name] = (pcie_chain(os.path.realpath(folder)), _numa(folder))
+    buses = {h["name"]: h.get("pci_bus_id") for h in hcas}
     result = []
     for index, gpu in enumerate(gpu_bus_ids(pci_root)):
         nics = []
@@ -183,8 +251,11 @@ def gpu_nic_distances(pci_root: str, hcas: list[dict[str, Any]]) -> list[dict[st
             level = topo_level(*places[gpu], *places[bus]) if bus else None
             nics.append({"hca": hca["name"], "level": level})
         nics.sort(key=lambda n: (LEVELS.index(n["level"]) if n["level"] in LEVELS else len(LEVELS), n["hca"]))
+        nearest = dict(nics[0]) if nics else None
+        if nearest is not None and nearest["level"] in ("PIX", "PXB"):
+            nearest["acs"] = read_acs(pci_root, path_bridges(places[gpu][0], places[buses[nearest["hca"]]][0]))
         result.append({"index": index, "pci_bus_id": gpu, "numa_node": places[gpu][1], "nics": nics,
-                       "nearest": nics[0] if nics else None})
+                       "nearest": nearest})
     return result
 
 

@@ -19,7 +19,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.xid import worst_level
 
 #: check names (gpu_health's skip_checks takes them)
-NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance")
+NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance",
+         "rdma_acs")
 
 
 def measure(th: dict[str, Any], read: Callable[[], dict[str, Any]] = rdma.rdma_facts,
@@ -131,13 +132,49 @@ def _errors(name: str, port: dict[str, Any], before: dict[str, Any] | None, inte
                  evidence=evidence)
 
 
-def check_distance(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each GPU's nearest NIC no farther than ``rdma_nic_max_level``, on hosts that pair GPUs and NICs."""
+def _pairing(meas: dict[str, Any], th: dict[str, Any]) -> bool:
     facts = meas["second"]
     pairing = th.get("rdma_pairing_expected")
     if pairing is None:
         pairing = bool(facts["gpus"]) and facts["hca_count"] >= len(facts["gpus"])
-    if not pairing:
+    return bool(pairing)
+
+
+def check_acs(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """No ACS redirect on the bridges between each GPU and its nearest NIC below the same root port."""
+    if not _pairing(meas, th):
+        return []
+    out = []
+    for gpu in meas["second"]["gpus"]:
+        nearest = gpu["nearest"] or {}
+        if "acs" not in nearest:
+            continue  # no NIC below the GPU's root port: rdma_gpu_nic_distance says so
+        ident = _gpu_identity(gpu["pci_bus_id"], gpus)
+        where = f"GPU {ident.get('index')} ({gpu['pci_bus_id']})"
+        unreadable = [a for a in nearest["acs"] if a["error"]]
+        redirecting = [a for a in nearest["acs"] if a["redirect"]]
+        if unreadable:
+            out.append(check("rdma_acs", ident, FAIL, None, "no redirect", f"{where}: cannot read the ACS control "
+                             f"of {', '.join(a['bridge'] + ' (' + a['error'] + ')' for a in unreadable)}",
+                             level=UNKNOWN))
+        elif redirecting:
+            text = "; ".join(f"{a['bridge']} ACSCtl {rdma.acs_flags(a['control'])}" for a in redirecting)
+            bridges = " ".join(a["bridge"] for a in redirecting)
+            out.append(check("rdma_acs", ident, WARN, {a["bridge"]: f"0x{a['control']:04x}" for a in redirecting},
+                             "no redirect", f"{where}: ACS redirects peer-to-peer to {nearest['hca']} through the "
+                             f"root complex ({text}); GPUDirect RDMA loses bandwidth or hangs. Clear the redirect "
+                             f"bits (gpu_rdma_acs_redirect: disabled; setpci -s BDF ECAP_ACS+6.w=0000:002c for "
+                             f"{bridges}) or turn ACS off in the BIOS"))
+        else:
+            out.append(check("rdma_acs", ident, OK, {}, "no redirect", f"{where}: no ACS redirect on the "
+                             f"{len(nearest['acs'])} bridge(s) to {nearest['hca']}"))
+    return out
+
+
+def check_distance(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each GPU's nearest NIC no farther than ``rdma_nic_max_level``, on hosts that pair GPUs and NICs."""
+    facts = meas["second"]
+    if not _pairing(meas, th):
         return []
     limit = str(th.get("rdma_nic_max_level") or "PXB")
     out = []
@@ -163,7 +200,7 @@ def evaluate(meas: dict[str, Any] | None, th: dict[str, Any], gpus: list[dict[st
     if meas is None:
         return []
     peermem = [check_peermem(meas)] if meas["expected"] else []
-    checks = [*peermem, *check_ports(meas, th), *check_distance(meas, th, gpus)]
+    checks = [*peermem, *check_ports(meas, th), *check_distance(meas, th, gpus), *check_acs(meas, th, gpus)]
     if th.get("rdma_expected") is None:
         # HCAs seen but RDMA not declared: a ConnectX used for Ethernet only, or a spare port left unplugged, is a
         # healthy node; what would be CRITICAL is a WARNING that says how to make it count (no false red)

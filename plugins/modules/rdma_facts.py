@@ -98,7 +98,12 @@ port_count:
   returned: always
   type: int
 gpus:
-  description: Per NVIDIA GPU (bus order), the HCAs by PCIe distance; empty without HCAs.
+  description:
+    - Per NVIDIA GPU (bus order), the HCAs by PCIe distance; empty without HCAs.
+    - C(nearest) is the first; when it is below the GPU's root port (V(PIX), V(PXB)) it has C(acs), per bridge between
+      the two (each device's upstream bridges up to the one they share, as Linux's p2pdma walks them) - C(bridge),
+      C(control) (the ACS control word, V(null) without an ACS capability), C(redirect) (P2P Request Redirect,
+      Completion Redirect or Egress Control on) and C(error) (the configuration space could not be read).
   returned: always
   type: list
   elements: dict
@@ -106,7 +111,7 @@ gpus:
     - index: 0
       pci_bus_id: "0000:18:00.0"
       numa_node: 0
-      nearest: {hca: mlx5_0, level: PIX}
+      nearest: {hca: mlx5_0, level: PIX, acs: [{bridge: "0000:fb:00.0", control: 0, redirect: false, error: null}]}
       nics: [{hca: mlx5_0, level: PIX}, {hca: mlx5_1, level: NODE}, {hca: mlx5_4, level: SYS}]
 nvidia_peermem_loaded:
   description: Whether nvidia_peermem is loaded; V(null) when the host has no C(/sys/module).

@@ -162,3 +162,75 @@ def test_presets_without_hcas_keep_their_flat_tree() -> None:
     tree = pci_tree(build_state("8xA100", "x"))
     assert pci_paths(build_state("8xA100", "x")) == {}
     assert {files["numa_node"] for files in tree.values()} == {b"-1\n"}
+
+
+def test_nic_wrong_socket_moves_the_hca_below_the_other_sockets_host_bridge(tmp_path: Path) -> None:
+    """``nic-wrong-socket``: the HCA leaves its GPU's switch for a root port of its own on the other NUMA node; the
+    tree written over the old one links it there (NUMA node included), and clearing puts it back."""
+    doc = build_state("8xH100-NVSwitch", "rdma-h100")
+    write_pci_tree(doc, tmp_path)
+    hca = doc["rdma"]["hcas"][3]
+    before = os.path.realpath(tmp_path / hca["pci_bus_id"])
+    gpu_root = before.split("/")[len(str(tmp_path).split("/")) + 1]  # .devices/<host bridge>/...
+    assert infiniband.inject_in(doc, "nic-wrong-socket", {"hca": "mlx5_3"}) == "mlx5_3 on NUMA node 1, away from GPU 3"
+    write_pci_tree(doc, tmp_path)
+    moved = os.path.realpath(tmp_path / hca["pci_bus_id"])
+    parts = moved.split("/")[len(str(tmp_path).split("/")) + 1:]
+    assert parts[0].startswith("pci0000:")
+    assert parts[0] != gpu_root
+    assert parts[-1] == hca["pci_bus_id"]
+    assert len(parts) == 5  # host bridge, root port, switch up, down, NIC
+    assert (tmp_path / hca["pci_bus_id"] / "numa_node").read_text() == "1\n"
+    assert sum(hca["pci_bus_id"] in s["devices"] for s in doc["rdma"]["switches"]) == 1
+    assert infiniband.clear_in(doc) == ["nic-wrong-socket:mlx5_3"]
+    write_pci_tree(doc, tmp_path)
+    assert os.path.realpath(tmp_path / hca["pci_bus_id"]) == before
+    assert (tmp_path / hca["pci_bus_id"] / "numa_node").read_text() == "0\n"
+    with pytest.raises(infiniband.InfinibandError, match="no HCA 'mlx5_9'"):
+        infiniband.inject_in(doc, "nic-wrong-socket", {"hca": "mlx5_9"})
+
+
+def _acs(config: bytes) -> tuple[int, int] | None:
+    """(ACS capability, ACS control) of a configuration space, walked as the PCIe spec lays it out, or None."""
+    offset = 0x100
+    while offset and len(config) >= offset + 8:
+        header = int.from_bytes(config[offset:offset + 4], "little")
+        if header & 0xFFFF == 0x0D:
+            capability = int.from_bytes(config[offset + 4:offset + 6], "little")
+            return capability, int.from_bytes(config[offset + 6:offset + 8], "little")
+        offset = header >> 20
+    return None
+
+
+def test_bridges_have_a_pcie_config_space_with_acs_off_and_the_fault_turns_redirect_on() -> None:
+    """The ports of each GPU/NIC switch: 4096-byte type-1 config spaces (bus numbers of the devices below, a PCIe
+    capability naming the port type), ACS offered by root and downstream ports and off; ``acs-enabled`` sets what an
+    IOMMU-enabled kernel writes (SV RR CR UF, 0x001d) on that switch's ports only, and clearing puts 0 back."""
+    doc = build_state("8xH100-NVSwitch", "rdma-h100")
+    switch = doc["rdma"]["switches"][3]
+    root, up, down = (f"0000:{switch[k]:02x}:{'01' if k == 'root_bus' else '00'}.0"
+                      for k in ("root_bus", "upstream_bus", "downstream_bus"))
+    tree = pci_tree(doc)
+    gpu_bus = int(switch["devices"][0].split(":")[1], 16)
+    for bus_id, port_type, buses in ((root, 4, (switch["root_bus"], switch["upstream_bus"], switch["upstream_bus"])),
+                                     (up, 5, (switch["upstream_bus"], switch["downstream_bus"],
+                                              switch["downstream_bus"])),
+                                     (down, 6, (switch["downstream_bus"], gpu_bus, gpu_bus))):
+        config = tree[bus_id]["config"]
+        assert len(config) == 4096
+        assert config[0x0E] == 1
+        assert tuple(config[0x18:0x1B]) == buses
+        assert config[0x34] == 0x40
+        assert config[0x40] == 0x10  # PCI Express capability
+        assert (config[0x42] >> 4) & 0xF == port_type
+    assert _acs(tree[root]["config"]) == (0x001F, 0)
+    assert _acs(tree[down]["config"]) == (0x007F, 0)
+    assert _acs(tree[up]["config"]) is None
+    infiniband.inject_in(doc, "acs-enabled", {"hca": "mlx5_3"})
+    tree = pci_tree(doc)
+    assert _acs(tree[root]["config"]) == (0x001F, 0x001D)
+    assert _acs(tree[down]["config"]) == (0x007F, 0x001D)
+    other = doc["rdma"]["switches"][2]
+    assert _acs(tree[f"0000:{other['downstream_bus']:02x}:00.0"]["config"]) == (0x007F, 0)
+    assert infiniband.clear_in(doc, "acs-enabled") == ["acs-enabled:mlx5_3"]
+    assert _acs(pci_tree(doc)[down]["config"]) == (0x007F, 0)

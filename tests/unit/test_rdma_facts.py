@@ -95,7 +95,15 @@ def test_facts_of_a_simulated_hgx_node(tmp_path: Path) -> None:
     # GPU i has NIC i on its switch; the three other NICs of its socket at NODE, the other socket's at SYS
     for gpu in facts["gpus"]:
         i = gpu["index"]
-        assert gpu["nearest"] == {"hca": f"mlx5_{i}", "level": "PIX"}
+        assert (gpu["nearest"]["hca"], gpu["nearest"]["level"]) == (f"mlx5_{i}", "PIX")
+        # the bridges between them as p2pdma walks them: the two downstream ports (ACS offered, off) and the
+        # switch's upstream port they share (no ACS capability)
+        switch = doc["rdma"]["switches"][i]
+        down, up = f"0000:{switch['downstream_bus']:02x}", f"0000:{switch['upstream_bus']:02x}:00.0"
+        assert gpu["nearest"]["acs"] == [
+            {"bridge": f"{down}:00.0", "control": 0, "redirect": False, "error": None},
+            {"bridge": f"{down}:01.0", "control": 0, "redirect": False, "error": None},
+            {"bridge": up, "control": None, "redirect": False, "error": None}]
         levels = [n["level"] for n in gpu["nics"]]
         assert levels == ["PIX", "NODE", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"]
 

@@ -52,7 +52,7 @@ def test_healthy_node_passes_every_rdma_check(tmp_path: Path) -> None:
     assert _bad(checks) == []
     assert {c["name"] for c in checks} == set(rdma_health.NAMES)
     assert len([c for c in checks if c["name"] == "rdma_gpu_nic_distance"]) == 8
-    assert [c["gpu"]["index"] for c in checks if c["gpu"]] == list(range(8))
+    assert [c["gpu"]["index"] for c in checks if c["gpu"]] == list(range(8)) * 2  # distance, then ACS
 
 
 def test_host_without_hca_and_rdma_not_expected_gets_no_check(tmp_path: Path) -> None:
@@ -125,14 +125,13 @@ def test_nic_farther_than_the_threshold(tmp_path: Path) -> None:
     bad = _bad(Node(tmp_path).checks({"rdma_nic_max_level": "PIX"}))
     assert bad == []
     node = Node(tmp_path)
-    node.doc["rdma"]["switches"][3]["devices"] = node.doc["rdma"]["switches"][3]["devices"][:1]
-    node.doc["rdma"]["hcas"] = [h for h in node.doc["rdma"]["hcas"] if h["name"] != "mlx5_3"]
-    node.doc["rdma"]["hcas"].append(dict(build_state("8xH100-NVSwitch", "rdma-h100")["rdma"]["hcas"][3],
-                                         name="mlx5_8", pci_bus_id="0000:30:00.0"))
+    # GPU 3's NIC in a slot of the other socket (the simulator's nic-wrong-socket): its nearest is another NIC of
+    # the GPU's socket, and its own is SYS from it
+    infiniband.inject_in(node.doc, "nic-wrong-socket", {"hca": "mlx5_3"})
     write_pci_tree(node.doc, tmp_path / "pci")
     node.render()
-    bad = _bad(node.checks({"rdma_pairing_expected": True}))
-    # GPU 3's own NIC gone (a card moved to a slot off the GPU's switch): its nearest is another NIC of the socket
+    assert [n for n in node.read()["gpus"][3]["nics"] if n["hca"] == "mlx5_3"] == [{"hca": "mlx5_3", "level": "SYS"}]
+    bad = _bad(node.checks())
     bus = node.gpus[3]["pci_bus_id"][4:].lower()
     assert bad == [("rdma_gpu_nic_distance", "WARNING", f"GPU 3 ({bus}): nearest NIC mlx5_0 is at NODE, farther "
                     "than PXB: GPUDirect RDMA crosses the host bridge; check the slot or NCCL's NIC map")]
@@ -179,8 +178,8 @@ def test_the_report_carries_each_port_with_the_level_of_its_checks_and_holds_to_
     assert report["network"]["nvidia_peermem_loaded"] is True
     assert (report["network"]["level"], report["network"]["failed"]) == ("CRITICAL", ["rdma_port_rate",
                                                                                      "rdma_port_state"])
-    assert [g["nearest"] for g in report["network"]["gpus"]] == [{"hca": f"mlx5_{i}", "level": "PIX"}
-                                                                for i in range(8)]
+    assert [(g["nearest"]["hca"], g["nearest"]["level"]) for g in report["network"]["gpus"]] == [
+        (f"mlx5_{i}", "PIX") for i in range(8)]
     schema = json.loads(resources.files("gpufleet").joinpath("schemas/health_report.schema.json").read_text("utf-8"))
     jsonschema.Draft202012Validator(schema).validate(report)
     # a skipped check leaves its port PASS: the level is what the report judged, nothing more
@@ -188,3 +187,31 @@ def test_the_report_carries_each_port_with_the_level_of_its_checks_and_holds_to_
     assert {p["hca"]: p["level"] for p in skipped["network"]["ports"]}["mlx5_2"] == "PASS"
     # no RDMA check ran: no network object
     assert gpu_health.build_report(dict(host, rdma=None, extra_checks=[]), thresholds, [])["network"] is None
+
+
+def test_acs_redirect_between_a_gpu_and_its_nic_warns_naming_the_bridges(tmp_path: Path) -> None:
+    """ACS as an IOMMU-enabled kernel leaves it (the simulator's acs-enabled) on the switch of GPU 3 and mlx5_3: a
+    WARNING on GPU 3 naming the two downstream ports and the upstream port between them with lspci's ACSCtl words;
+    every other GPU is ok. A configuration space read without root (64 bytes) is UNKNOWN, never ok."""
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, "acs-enabled", {"hca": "mlx5_3"})
+    write_pci_tree(node.doc, tmp_path / "pci")
+    switch = node.doc["rdma"]["switches"][3]
+    down = f"0000:{switch['downstream_bus']:02x}"
+    bus = node.gpus[3]["pci_bus_id"][4:].lower()
+    bad = _bad(node.checks())
+    flags = "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    assert bad == [("rdma_acs", "WARNING", f"GPU 3 ({bus}): ACS redirects peer-to-peer to mlx5_3 through the root "
+                    f"complex ({down}:00.0 ACSCtl {flags}; {down}:01.0 ACSCtl {flags}); GPUDirect RDMA loses "
+                    "bandwidth or hangs. Clear the redirect bits (gpu_rdma_acs_redirect: disabled; setpci -s BDF "
+                    f"ECAP_ACS+6.w=0000:002c for {down}:00.0 {down}:01.0) or turn ACS off in the BIOS")]
+    # the upstream port between them offers no ACS: it is read and has nothing to say
+    [acs] = [c for c in node.checks() if c["name"] == "rdma_acs" and c["gpu"]["index"] == 0]
+    assert acs["message"].endswith("no ACS redirect on the 3 bridge(s) to mlx5_0")
+    short = tmp_path / "pci" / f"{down}:00.0" / "config"
+    short.chmod(0o644)
+    short.write_bytes(short.read_bytes()[:64])
+    [unknown] = [c for c in node.checks() if c["name"] == "rdma_acs" and c["status"] != "ok"]
+    assert (unknown["level"], unknown["gpu"]["index"]) == ("UNKNOWN", 3)
+    assert "cannot read the ACS control of" in unknown["message"]
+    assert "64 bytes of configuration space" in unknown["message"]

@@ -13,7 +13,8 @@ written on this machine under ``build/lab/hosts/<name>/kernel`` and seen three w
 changes the state), and the simulated modules' folders at ``/sys/module/<name>`` (``initstate`` ``live`` while
 loaded: ``nvidia_peermem``, ``mlx5_ib`` ...). This machine's ``/sys/class`` and ``/sys/module`` have no such
 folders to mount on and sysfs takes no new folder, so in such a host each of the two is a folder of empty mount
-points, one per entry of this machine's (each bound back read-only from it) plus the simulated ones.
+points, one per entry of this machine's (each bound back read-only from it) plus the simulated ones. A fault that
+moves a device (``nic-wrong-socket``) changes the state in the host; :func:`refresh_pci_tree` redraws the tree.
 
 A host reboots as a machine does: ``reboot`` inside it ends the container, podman starts it again
 (``--restart=always``; ``podman stop`` and ``rm`` keep it down), and every start is a boot: the lab's OCI hook
@@ -217,7 +218,8 @@ def create_args(spec: HostSpec, pci_dir: Path | None, image: str = IMAGE) -> lis
     for key, value in spec.labels().items():
         args += ["--label", f"{key}={value}"]
     if pci_dir is not None:
-        args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro=true"]
+        # an RDMA host's bridges take setpci's writes (ACS), as root's writes to a real config space land
+        args += ["--mount", f"type=bind,src={pci_dir},dst={PCI_MOUNT},ro={'false' if spec.rdma else 'true'}"]
         if spec.rdma:
             args += kernel_mounts(pci_dir.parent)
     for folder in spec.tmpfs:
@@ -355,3 +357,10 @@ def exec_in(name: str, argv: Sequence[str], *, check: bool = True) -> str:
         return podman(["exec", name, *argv], check=check).stdout
     except PodmanError as exc:
         raise HostError(str(exc)) from exc
+
+
+def refresh_pci_tree(name: str) -> list[str]:
+    """Rewrite host ``name``'s PCI tree from the state in the host (after a fault moved a device; the RDMA faults
+    change the state in the host, the tree is mounted read-only from this machine). Returns the bus ids written."""
+    state = json.loads(exec_in(name, ["cat", f"{STATE_DIR}/state.json"]))
+    return write_pci_tree(state, host_files_dir(name) / "pci")

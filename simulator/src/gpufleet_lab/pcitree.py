@@ -40,6 +40,14 @@ BRIDGE_CLASS = 0x060400
 ROOT_PORT_ID = (0x8086, 0x352A)
 SWITCH_PORT_ID = (0x1000, 0xC030)
 HIERARCHY = ".devices"
+#: PCI Express capability (ID 0x10) device/port types (PCIe base spec; linux include/uapi/linux/pci_regs.h
+#: PCI_EXP_TYPE_ROOT_PORT 4, PCI_EXP_TYPE_UPSTREAM 5, PCI_EXP_TYPE_DOWNSTREAM 6)
+ROOT_PORT, UPSTREAM_PORT, DOWNSTREAM_PORT = 4, 5, 6
+#: ACS extended capability (PCI_EXT_CAP_ID_ACS 0x0D; capability register at +4, control at +6; bits SV 0x01, TB 0x02,
+#: RR 0x04, CR 0x08, UF 0x10, EC 0x20, DT 0x40). What each kind of port offers is INFERRED (no lspci transcript of
+#: our own): a root port SV TB RR CR UF, a PCIe switch's downstream port all seven; the upstream port has none.
+ACS_CAP = {ROOT_PORT: 0x001F, DOWNSTREAM_PORT: 0x007F}
+EXTENDED_CONFIG = 4096
 
 
 class PciTreeError(ValueError):
@@ -63,6 +71,23 @@ def config_space(vendor: int, device: int, pci_class: int, subsystem_vendor: int
     body = bytearray(256)
     body[: len(head)] = head
     body[0x2C:0x30] = struct.pack("<HH", subsystem_vendor, subsystem_device)
+    return bytes(body)
+
+
+def bridge_config_space(vendor: int, device: int, port_type: int, buses: tuple[int, int, int],
+                        acs_ctl: int = 0) -> bytes:
+    """A PCIe bridge's 4096-byte configuration space: a type-1 header (``buses``: primary, secondary, subordinate),
+    a PCI Express capability at 0x40 naming ``port_type``, and, for the ports that have one (:data:`ACS_CAP`), the
+    ACS extended capability at 0x100 with control ``acs_ctl`` - what ``lspci -vvv`` shows as ACSCap/ACSCtl and
+    ``setpci ECAP_ACS+6.w`` reads and writes."""
+    body = bytearray(config_space(vendor, device, BRIDGE_CLASS, 0, 0, revision=0) + bytes(EXTENDED_CONFIG - 256))
+    body[0x0E] = 0x01  # header type 1: PCI-to-PCI bridge
+    body[0x18:0x1B] = bytes(buses)
+    body[0x2C:0x30] = bytes(4)  # a type-1 header has no subsystem ids there
+    body[0x34] = 0x40
+    struct.pack_into("<BBH", body, 0x40, 0x10, 0x00, 0x0002 | (port_type << 4))  # PCIe capability, version 2
+    if port_type in ACS_CAP:
+        struct.pack_into("<IHH", body, 0x100, 0x0D | (1 << 16), ACS_CAP[port_type], acs_ctl & ACS_CAP[port_type])
     return bytes(body)
 
 
@@ -136,11 +161,19 @@ def _add_rdma(state: Mapping[str, Any], tree: dict[str, dict[str, bytes]]) -> No
     for switch in rdma.get("switches", []):
         numa = int(switch.get("numa_node", -1))
         root, up, down = (int(switch[k]) for k in ("root_bus", "upstream_bus", "downstream_bus"))
-        tree[f"0000:{root:02x}:01.0"] = device_files(*ROOT_PORT_ID, BRIDGE_CLASS, *ROOT_PORT_ID, numa_node=numa)
-        tree[f"0000:{up:02x}:00.0"] = device_files(*SWITCH_PORT_ID, BRIDGE_CLASS, *SWITCH_PORT_ID, numa_node=numa)
-        for slot in range(len(switch["devices"])):
-            tree[f"0000:{down:02x}:{slot:02x}.0"] = device_files(*SWITCH_PORT_ID, BRIDGE_CLASS, *SWITCH_PORT_ID,
-                                                                 numa_node=numa)
+        acs = int(switch.get("acs_ctl", 0))  # 0: ACS off, as a GPU node tuned for peer-to-peer has it
+        # secondary: the bus right below; subordinate: the highest bus below. The GPUs keep their presets' buses,
+        # which a real enumeration would have put inside the range: a simulator's layout, read by path, not range
+        below = [int(bus_id.split(":")[1], 16) for bus_id in switch["devices"]]
+        last = max([up, down, *below])
+        bridges = [(f"0000:{root:02x}:01.0", ROOT_PORT_ID, ROOT_PORT, (root, up, last)),
+                   (f"0000:{up:02x}:00.0", SWITCH_PORT_ID, UPSTREAM_PORT, (up, down, max([down, *below])))]
+        bridges += [(f"0000:{down:02x}:{slot:02x}.0", SWITCH_PORT_ID, DOWNSTREAM_PORT, (down, bus, bus))
+                    for slot, bus in enumerate(below)]
+        for bus_id, ident, port_type, buses in bridges:
+            files = device_files(*ident, BRIDGE_CLASS, *ident, numa_node=numa)
+            files["config"] = bridge_config_space(*ident, port_type, buses, acs)
+            tree[bus_id] = files
         for bus_id in switch["devices"]:
             if bus_id in tree:
                 tree[bus_id]["numa_node"] = f"{numa}\n".encode()
@@ -193,8 +226,11 @@ def write_pci_tree(state: Mapping[str, Any], dest: Path) -> list[str]:
             folder = dest / HIERARCHY / paths[bus_id]
             folder.mkdir(parents=True, exist_ok=True)
             link = dest / bus_id
+            target = f"{HIERARCHY}/{paths[bus_id]}"
+            if link.is_symlink() and str(link.readlink()) != target:
+                link.unlink()  # the device moved (a fault placed it elsewhere in the hierarchy)
             if not link.is_symlink():
-                link.symlink_to(f"{HIERARCHY}/{paths[bus_id]}")
+                link.symlink_to(target)
         else:
             folder = dest / bus_id
         folder.mkdir(exist_ok=True)

@@ -42,6 +42,8 @@ RDMA_FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
                    (["--per-second"], {"type": int, "default": 0, "dest": "per_second",
                                        "help": "keep rising while `gpusim rdma-tick` runs"})],
     "peermem-unloaded": [],
+    "nic-wrong-socket": [(["hca"], {"help": "the HCA moved to a slot of the other CPU socket"})],
+    "acs-enabled": [(["hca"], {"help": "ACS redirect on the ports of the PCIe switch the HCA shares with its GPU"})],
 }
 
 

@@ -76,7 +76,10 @@ COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_erro
 #: the simulated RDMA stack's kernel modules and the modules each depends on (its users' refcnt counts them)
 MODULES = (("mlx5_core", ""), ("ib_core", ""), ("ib_uverbs", "ib_core"), ("mlx5_ib", "ib_uverbs,ib_core,mlx5_core"))
 PEERMEM = ("nvidia_peermem", "ib_core")
-FAULTS = ("ib-port-down", "ib-rate-degraded", "ib-counter", "peermem-unloaded")
+FAULTS = ("ib-port-down", "ib-rate-degraded", "ib-counter", "peermem-unloaded", "nic-wrong-socket", "acs-enabled")
+#: ACS control an IOMMU-enabled Linux kernel writes on each port that offers the bits (drivers/pci/pci.c
+#: pci_std_enable_acs: Source Validation, P2P Request Redirect, P2P Completion Redirect, Upstream Forwarding)
+KERNEL_ACS_CTL = 0x0001 | 0x0004 | 0x0008 | 0x0010
 
 
 class InfinibandError(Exception):
@@ -262,6 +265,10 @@ def inject_in(doc: State, fault: str, args: dict[str, Any]) -> str:
         faults.setdefault(fault, {"saved": copy.deepcopy(rdma["peermem"])})
         rdma["peermem"]["loaded"] = False
         return "nvidia_peermem not loaded"
+    if fault == "nic-wrong-socket":
+        return _move_to_other_socket(doc, str(args["hca"]))
+    if fault == "acs-enabled":
+        return _enable_acs(doc, str(args["hca"]))
     hca_name, port_no = str(args["hca"]), int(args.get("port") or 1)
     _, port = find_port(doc, hca_name, port_no)
     key = f"{fault}:{hca_name}:{port_no}"
@@ -288,6 +295,52 @@ def inject_in(doc: State, fault: str, args: dict[str, Any]) -> str:
     return f"{hca_name} port {port_no} {counter} = {port['counters'][counter]}"
 
 
+def _move_to_other_socket(doc: State, hca_name: str) -> str:
+    """``nic-wrong-socket``: the HCA cabled into a slot of the other CPU socket (a riser or slot mix-up).
+
+    It leaves its GPU's PCIe switch for a root port of its own below a host bridge of the other NUMA node, so its
+    GPU's nearest NIC is another one of the GPU's socket (``topo -m`` NODE) and it is SYS from its GPU. The PCI
+    tree that shows the move is the lab's (gpufleet_lab.pcitree, rewritten from this state).
+    """
+    rdma = doc["rdma"]
+    hca = next((h for h in rdma["hcas"] if h["name"] == hca_name), None)
+    if hca is None:
+        known = ", ".join(h["name"] for h in rdma["hcas"])
+        raise InfinibandError(f"no HCA {hca_name!r} in the state (HCAs: {known})")
+    key = f"nic-wrong-socket:{hca_name}"
+    faults = rdma.setdefault("faults", {})
+    if key not in faults:
+        faults[key] = {"saved": {"hca": copy.deepcopy(hca), "switches": copy.deepcopy(rdma.get("switches", []))}}
+        used = {int(g["pci"]["bus"]) for g in doc.get("gpus", [])}
+        used |= {int(h["pci_bus_id"].split(":")[1], 16) for h in rdma["hcas"]}
+        used |= {int(sw[k]) for sw in rdma.get("switches", []) for k in ("root_bus", "upstream_bus", "downstream_bus")}
+        root, upstream, downstream = _free_buses(used, 3)
+        numa = 1 if int(hca.get("numa_node", 0)) == 0 else 0
+        for switch in rdma.get("switches", []):
+            switch["devices"] = [d for d in switch["devices"] if d != hca["pci_bus_id"]]
+        rdma.setdefault("switches", []).append({"root_bus": root, "upstream_bus": upstream,
+                                                "downstream_bus": downstream, "numa_node": numa,
+                                                "devices": [hca["pci_bus_id"]]})
+        hca["numa_node"] = numa
+    return f"{hca_name} on NUMA node {hca['numa_node']}, away from GPU {hca.get('gpu')}"
+
+
+def _enable_acs(doc: State, hca_name: str) -> str:
+    """``acs-enabled``: ACS redirect on the ports of the PCIe switch the HCA shares with its GPU, as a kernel booted
+    with the IOMMU on leaves them (:data:`KERNEL_ACS_CTL`); peer-to-peer between the two goes up to the root
+    complex. The ports' configuration space that shows it is the lab's (gpufleet_lab.pcitree)."""
+    rdma = doc["rdma"]
+    hca = next((h for h in rdma["hcas"] if h["name"] == hca_name), None)
+    switch = next((sw for sw in rdma.get("switches", []) if hca and hca["pci_bus_id"] in sw["devices"]), None)
+    if switch is None:
+        known = ", ".join(h["name"] for h in rdma["hcas"])
+        raise InfinibandError(f"no HCA {hca_name!r} below a PCIe switch in the state (HCAs: {known})")
+    faults = rdma.setdefault("faults", {})
+    faults.setdefault(f"acs-enabled:{hca_name}", {"saved": int(switch.get("acs_ctl", 0))})
+    switch["acs_ctl"] = KERNEL_ACS_CTL
+    return f"ACS control 0x{KERNEL_ACS_CTL:04x} on the ports of {hca_name}'s PCIe switch"
+
+
 def clear_in(doc: State, fault: str | None = None) -> list[str]:
     """Clear one RDMA fault kind (or all) and put the saved values back; return what was cleared."""
     rdma = doc.get("rdma") or {}
@@ -299,6 +352,14 @@ def clear_in(doc: State, fault: str | None = None) -> list[str]:
         saved = rdma["faults"].pop(key)["saved"]
         if name == "peermem-unloaded":
             rdma["peermem"] = saved
+        elif name == "acs-enabled":
+            hca = next(h for h in rdma["hcas"] if h["name"] == key.split(":", 1)[1])
+            for switch in rdma.get("switches", []):
+                if hca["pci_bus_id"] in switch["devices"]:
+                    switch["acs_ctl"] = saved
+        elif name == "nic-wrong-socket":
+            rdma["switches"] = saved["switches"]
+            rdma["hcas"] = [saved["hca"] if h["name"] == saved["hca"]["name"] else h for h in rdma["hcas"]]
         else:
             _, hca_name, port_no = key.split(":")
             hca, _port = find_port(doc, hca_name, int(port_no))

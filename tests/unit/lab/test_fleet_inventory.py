@@ -83,3 +83,6 @@ def test_create_args_host_network_no_privileges(tmp_path: Path) -> None:
     assert labels == ["owner=molecule", "gpufleet.preset=4xA30", "gpufleet.loopback=127.0.3.1", "gpufleet.fleet=f"]
     assert f"type=bind,src={tmp_path},dst=/sys/bus/pci/devices,ro=true" in args
     assert args[-2:] == ["localhost/gpufleet-testhost:bookworm", "/sbin/init"]
+    # an RDMA host's PCI tree takes setpci's writes (ACS on its bridges, tests/integration/test_rdma_lab.py)
+    rdma = create_args(HostSpec(name="h2", preset="8xH100-NVSwitch", loopback="127.0.4.1", rdma=True), tmp_path)
+    assert f"type=bind,src={tmp_path},dst=/sys/bus/pci/devices,ro=false" in rdma
