@@ -19,8 +19,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.xid import worst_level
 
 #: check names (gpu_health's skip_checks takes them)
-NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance",
-         "rdma_acs")
+NAMES = ("rdma_peermem", "rdma_port_state", "rdma_port_link_layer", "rdma_port_rate", "rdma_port_errors",
+         "rdma_gpu_nic_distance", "rdma_acs")
 
 
 def measure(th: dict[str, Any], read: Callable[[], dict[str, Any]] = rdma.rdma_facts,
@@ -90,9 +90,23 @@ def check_ports(meas: dict[str, Any], th: dict[str, Any]) -> list[dict[str, Any]
             else:
                 out.append(check("rdma_port_state", None, OK, "ACTIVE / LinkUp", "ACTIVE / LinkUp",
                                  f"{name} is ACTIVE / LinkUp", evidence=evidence))
+            if th.get("rdma_expected_link_layer"):
+                out.append(_link_layer(name, port, str(th["rdma_expected_link_layer"]), evidence))
             out.append(_rate(name, port, expected_rate, hcas, evidence))
             out.append(_errors(name, port, before.get((hca["name"], port["port"])), meas["interval_s"], evidence))
     return out
+
+
+def _link_layer(name: str, port: dict[str, Any], expected: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    if port["link_layer"] is None:
+        return check("rdma_port_link_layer", None, FAIL, None, expected, f"{name}: cannot read its link layer",
+                     level=UNKNOWN, evidence=evidence)
+    if port["link_layer"] != expected:
+        return check("rdma_port_link_layer", None, WARN, port["link_layer"], expected,
+                     f"{name} runs {port['link_layer']}, expected {expected} (rdma_expected_link_layer): a VPI port "
+                     "set to the other protocol (mlxconfig LINK_TYPE_P<n>) cannot join this fabric", evidence=evidence)
+    return check("rdma_port_link_layer", None, OK, port["link_layer"], expected, f"{name} runs {expected}",
+                 evidence=evidence)
 
 
 def _rate(name: str, port: dict[str, Any], expected: int | None, hcas: list[dict[str, Any]],

@@ -246,6 +246,13 @@ options:
       - The rate every HCA port must run at, in Gb/s (C(400) for NDR 4X); a slower port is a WARNING
         (C(rdma_port_rate)). V(null) - the fastest port of the same link layer on the host.
     type: int
+  rdma_expected_link_layer:
+    description:
+      - The link layer every HCA port must run - V(InfiniBand), or V(Ethernet) for RoCE; a port on the other one is a
+        WARNING (C(rdma_port_link_layer); a ConnectX VPI port set to the other protocol, C(mlxconfig) C(LINK_TYPE_P1)).
+        V(null) - not checked.
+    type: str
+    choices: [InfiniBand, Ethernet]
   rdma_counter_interval_s:
     description:
       - Seconds between the two reads of the ports' error counters (C(symbol_error), C(link_downed),
@@ -428,6 +435,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     # GPUDirect RDMA (module_utils/rdma_health.py; docs/health.md): null - expected where HCAs exist
     "rdma_expected": {"type": "bool"},
     "rdma_expected_rate_gbps": {"type": "int"},
+    "rdma_expected_link_layer": {"type": "str", "choices": ["InfiniBand", "Ethernet"]},
     "rdma_counter_interval_s": {"type": "int", "default": 2},
     "rdma_nic_max_level": {"type": "str", "choices": ["PIX", "PXB", "PHB", "NODE", "SYS"], "default": "PXB"},
     "rdma_pairing_expected": {"type": "bool"},

@@ -49,7 +49,8 @@ LOOPBACK = "127.0.226.1"
 ROLE = "- hosts: all\n  gather_facts: false\n  roles: [gpufleet.nvidia.gpu_rdma]\n"
 #: what `gpufleet verify` exits with per worst level (docs/health.md: PASS/INFO 0, WARNING 1, UNKNOWN/CRITICAL 2)
 EXIT = {"PASS": 0, "WARNING": 1, "CRITICAL": 2}
-RDMA_CHECKS = {"rdma_peermem", "rdma_port_state", "rdma_port_rate", "rdma_port_errors", "rdma_gpu_nic_distance"}
+RDMA_CHECKS = {"rdma_peermem", "rdma_port_state", "rdma_port_link_layer", "rdma_port_rate", "rdma_port_errors",
+               "rdma_gpu_nic_distance", "rdma_acs"}
 SIM = "import sys; sys.path.insert(0, '/usr/lib/nvidia-sim/python'); from nvidia_sim import infiniband; "
 
 
@@ -59,7 +60,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     os.environ["CONTAINERS_CONF"] = str(containers_conf())
     work = tmp_path_factory.mktemp("rdma-lab")
     inventory = work / "hosts.yml"
-    host = {**ANSIBLE_HOST_VARS, "gpu_health_thresholds": {"rdma_expected": True}}  # an RDMA node's inventory
+    # an InfiniBand RDMA node's inventory
+    host = {**ANSIBLE_HOST_VARS, "gpu_health_thresholds": {"rdma_expected": True,
+                                                           "rdma_expected_link_layer": "InfiniBand"}}
     inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {HOST: host}}}}}), encoding="utf-8")
     (work / "role.yml").write_text(ROLE, encoding="utf-8")
     server_pid = reposerver.start()  # a missing baseline image is built from the simulated repository
@@ -122,6 +125,21 @@ def test_role_converges_then_changes_nothing(lab: dict[str, Path]) -> None:
     skipped = [r.get("msg", "") for r in results(first) if "is a container; not loading nvidia_peermem" in
                str(r.get("msg", ""))]
     assert len(skipped) == 1
+
+
+def test_a_vendor_rdma_stack_is_left_alone(lab: dict[str, Path]) -> None:
+    """MLNX_OFED or DOCA-OFED installed (its ofed_info): the role installs nothing and says so; peermem still done."""
+    exec_in(HOST, ["sh", "-c", "printf '#!/bin/sh\\necho MLNX_OFED_LINUX-24.10-1.1.4.0:\\n' > /usr/bin/ofed_info; "
+                               "chmod 0755 /usr/bin/ofed_info"])
+    try:
+        rc, doc = run_playbook(lab["inventory"], lab["work"] / "role.yml", work=lab["work"])
+    finally:
+        exec_in(HOST, ["rm", "-f", "/usr/bin/ofed_info"])
+    assert (rc, _changed(doc)) == (0, [])
+    by_task = {task["task"]["name"]: task["hosts"][HOST] for play in doc["plays"] for task in play["tasks"]}
+    assert by_task["gpufleet.nvidia.gpu_rdma : Install the distribution's RDMA packages"].get("skipped") is True
+    assert "so MLNX_OFED or DOCA-OFED owns the RDMA stack on rdma-h100; installing nothing" in \
+        by_task["gpufleet.nvidia.gpu_rdma : Leave the vendor's RDMA stack alone"]["msg"]
 
 
 def test_real_ibstat_reads_the_simulated_ports(lab: dict[str, Path]) -> None:
@@ -284,3 +302,16 @@ def test_acs_redirect_warns_then_the_role_clears_it_now_and_at_boot(lab: dict[st
                               "gpufleet.nvidia.gpu_rdma : Remove the ACS boot unit (the kernel sets ACS again at the "
                               "next boot)"]
     assert exec_in(HOST, ["ls", "/etc/systemd/system/"]).count("gpufleet-acs") == 0
+
+
+def test_a_port_on_the_other_link_layer_warns(lab: dict[str, Path]) -> None:
+    hardware("inject('ib-link-layer', {'hca': 'mlx5_6'})")
+    try:
+        assert "\t\tLink layer: Ethernet\n" in exec_in(HOST, ["ibstat", "mlx5_6"])
+        rc, report, _doc = verify(lab)
+    finally:
+        hardware("clear()")
+    assert not_ok(report) == [("rdma_port_link_layer", "WARNING", "mlx5_6 port 1 runs Ethernet, expected InfiniBand "
+                               "(rdma_expected_link_layer): a VPI port set to the other protocol (mlxconfig "
+                               "LINK_TYPE_P<n>) cannot join this fabric")]
+    assert rc == EXIT["WARNING"]

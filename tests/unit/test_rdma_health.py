@@ -48,7 +48,7 @@ def _bad(checks: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
 
 def test_healthy_node_passes_every_rdma_check(tmp_path: Path) -> None:
-    checks = Node(tmp_path).checks()
+    checks = Node(tmp_path).checks({"rdma_expected_link_layer": "InfiniBand"})
     assert _bad(checks) == []
     assert {c["name"] for c in checks} == set(rdma_health.NAMES)
     assert len([c for c in checks if c["name"] == "rdma_gpu_nic_distance"]) == 8
@@ -215,3 +215,18 @@ def test_acs_redirect_between_a_gpu_and_its_nic_warns_naming_the_bridges(tmp_pat
     assert (unknown["level"], unknown["gpu"]["index"]) == ("UNKNOWN", 3)
     assert "cannot read the ACS control of" in unknown["message"]
     assert "64 bytes of configuration space" in unknown["message"]
+
+
+def test_a_port_on_the_other_link_layer_warns_only_where_the_fabric_is_declared(tmp_path: Path) -> None:
+    """rdma_expected_link_layer (InfiniBand, or Ethernet for RoCE): a VPI port set to the other protocol is a WARNING
+    naming the port and what it runs; undeclared, the link layer is not judged (an Ethernet port of a RoCE host is
+    healthy); the rate reference stays per link layer."""
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, "ib-link-layer", {"hca": "mlx5_6"})
+    node.render()
+    assert _bad(node.checks()) == []
+    assert _bad(node.checks({"rdma_expected_link_layer": "InfiniBand"})) == [
+        ("rdma_port_link_layer", "WARNING", "mlx5_6 port 1 runs Ethernet, expected InfiniBand "
+         "(rdma_expected_link_layer): a VPI port set to the other protocol (mlxconfig LINK_TYPE_P<n>) cannot join "
+         "this fabric")]
+    assert len(_bad(node.checks({"rdma_expected_link_layer": "Ethernet"}))) == 7

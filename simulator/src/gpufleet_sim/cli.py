@@ -43,6 +43,8 @@ RDMA_FAULT_ARGS: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
                                        "help": "keep rising while `gpusim rdma-tick` runs"})],
     "peermem-unloaded": [],
     "nic-wrong-socket": [(["hca"], {"help": "the HCA moved to a slot of the other CPU socket"})],
+    "ib-link-layer": [(["hca"], {}), _PORT, (["--link-layer"], {"dest": "link_layer", "default": "Ethernet",
+                                                                 "choices": ["InfiniBand", "Ethernet"]})],
     "acs-enabled": [(["hca"], {"help": "ACS redirect on the ports of the PCIe switch the HCA shares with its GPU"})],
 }
 

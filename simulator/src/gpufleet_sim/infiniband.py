@@ -76,7 +76,8 @@ COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_erro
 #: the simulated RDMA stack's kernel modules and the modules each depends on (its users' refcnt counts them)
 MODULES = (("mlx5_core", ""), ("ib_core", ""), ("ib_uverbs", "ib_core"), ("mlx5_ib", "ib_uverbs,ib_core,mlx5_core"))
 PEERMEM = ("nvidia_peermem", "ib_core")
-FAULTS = ("ib-port-down", "ib-rate-degraded", "ib-counter", "peermem-unloaded", "nic-wrong-socket", "acs-enabled")
+FAULTS = ("ib-port-down", "ib-rate-degraded", "ib-counter", "peermem-unloaded", "nic-wrong-socket", "acs-enabled",
+          "ib-link-layer")
 #: ACS control an IOMMU-enabled Linux kernel writes on each port that offers the bits (drivers/pci/pci.c
 #: pci_std_enable_acs: Source Validation, P2P Request Redirect, P2P Completion Redirect, Upstream Forwarding)
 KERNEL_ACS_CTL = 0x0001 | 0x0004 | 0x0008 | 0x0010
@@ -280,6 +281,12 @@ def inject_in(doc: State, fault: str, args: dict[str, Any]) -> str:
         port["state"], port["phys_state"] = 1, 2
         port["counters"]["link_downed"] = int(port["counters"]["link_downed"]) + 1
         return f"{hca_name} port {port_no} down (Polling)"
+    if fault == "ib-link-layer":
+        # a VPI port set to the other protocol (mlxconfig LINK_TYPE_P<n>): the kernel shows the port's link layer
+        port["link_layer"] = str(args.get("link_layer") or "Ethernet")
+        if port["link_layer"] not in ("InfiniBand", "Ethernet"):
+            raise InfinibandError(f"link layer {port['link_layer']!r}: InfiniBand or Ethernet")
+        return f"{hca_name} port {port_no} link layer {port['link_layer']}"
     if fault == "ib-rate-degraded":
         port["speed"] = str(args.get("speed") or port["speed"])
         port["width"] = int(args.get("width") or 1)
