@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import rdma
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet_lab.pcitree import write_pci_tree
 from gpufleet_sim import infiniband
@@ -137,3 +139,35 @@ def test_an_unreadable_counter_is_named(tmp_path: Path) -> None:
     port = rdma.rdma_facts(**roots)["hcas"][0]["ports"][0]
     assert port["counters"]["port_rcv_errors"] is None
     assert port["unreadable"] == ["counters/port_rcv_errors"]
+
+
+def test_acs_control_of_hand_laid_spaces() -> None:
+    """The ACS capability found behind another extended capability; none at all; a space read without root."""
+    space = bytearray(4096)
+    space[0x100:0x104] = (0x0001 | (1 << 16) | (0x150 << 20)).to_bytes(4, "little")  # AER, next at 0x150
+    space[0x150:0x158] = (0x000D | (1 << 16)).to_bytes(4, "little") + (0x007F).to_bytes(2, "little") + \
+        (0x001D).to_bytes(2, "little")
+    assert rdma.acs_control(bytes(space)) == (0x007F, 0x001D)
+    assert rdma.acs_flags(0x001D) == "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    assert rdma.acs_control(bytes(4096)) is None
+    with pytest.raises(ValueError, match="64 bytes of configuration space"):
+        rdma.acs_control(bytes(64))
+    looped = bytearray(4096)
+    looped[0x100:0x104] = (0x0001 | (0x100 << 20)).to_bytes(4, "little")  # points at itself
+    assert rdma.acs_control(bytes(looped)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=0, max_size=4096), st.integers(min_value=0, max_value=4095))
+def test_acs_control_never_fails_on_any_bytes(data: bytes, at: int) -> None:
+    """A configuration space is the hardware's (or a broken device's) bytes: any of them gives a pair, None or the
+    ValueError of a short space, and the walk ends (a capability list may loop)."""
+    space = bytearray(data.ljust(4096, b"\0")) if len(data) > 0x200 else bytearray(data)
+    if len(space) >= 0x104 and at >= 0x100:
+        space[0x100:0x104] = ((at & ~3) << 20 | 0x0D if at % 2 else (at & ~3) << 20 | 0x01).to_bytes(4, "little")
+    try:
+        found = rdma.acs_control(bytes(space))
+    except ValueError:
+        assert len(space) < 0x104
+        return
+    assert found is None or (0 <= found[0] <= 0xFFFF and 0 <= found[1] <= 0xFFFF)
