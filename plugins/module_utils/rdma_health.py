@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import rdma
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import FAIL, OK, UNKNOWN, WARN, check
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.health_base import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    check,
+    virtualization_mode,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.xid import worst_level
 
 #: check names (gpu_health's skip_checks takes them)
@@ -154,10 +161,31 @@ def _pairing(meas: dict[str, Any], th: dict[str, Any]) -> bool:
     return bool(pairing)
 
 
+#: the virtualization modes of a GPU seen from inside a virtual machine (nvidia-smi's words)
+GUEST_MODES = ("Pass-Through", "VGPU")
+
+
+def _guest(gpus: list[dict[str, Any]]) -> str | None:
+    """The GPUs' mode when this host is a virtual machine (its PCIe tree is the hypervisor's drawing), else None."""
+    modes = sorted({m for m in (virtualization_mode(g) for g in gpus) if m in GUEST_MODES})
+    return ", ".join(modes) or None
+
+
+def _not_judged_in_a_vm(name: str, meas: dict[str, Any], gpus: list[dict[str, Any]], mode: str,
+                        what: str) -> list[dict[str, Any]]:
+    return [check(name, _gpu_identity(gpu["pci_bus_id"], gpus), OK, None, None,
+                  f"GPU {_gpu_identity(gpu['pci_bus_id'], gpus).get('index')}: {what} not judged: the GPUs are in a "
+                  f"virtual machine ({mode}), whose PCIe tree is the hypervisor's, not the machine's; not applicable")
+            for gpu in meas["second"]["gpus"]]
+
+
 def check_acs(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """No ACS redirect on the bridges between each GPU and its nearest NIC below the same root port."""
     if not _pairing(meas, th):
         return []
+    mode = _guest(gpus)
+    if mode:
+        return _not_judged_in_a_vm("rdma_acs", meas, gpus, mode, "the ACS of the bridges to its NIC")
     out = []
     for gpu in meas["second"]["gpus"]:
         nearest = gpu["nearest"] or {}
@@ -190,6 +218,9 @@ def check_distance(meas: dict[str, Any], th: dict[str, Any], gpus: list[dict[str
     facts = meas["second"]
     if not _pairing(meas, th):
         return []
+    mode = _guest(gpus)
+    if mode:
+        return _not_judged_in_a_vm("rdma_gpu_nic_distance", meas, gpus, mode, "the PCIe distance to its nearest NIC")
     limit = str(th.get("rdma_nic_max_level") or "PXB")
     out = []
     for gpu in facts["gpus"]:

@@ -230,3 +230,26 @@ def test_a_port_on_the_other_link_layer_warns_only_where_the_fabric_is_declared(
          "(rdma_expected_link_layer): a VPI port set to the other protocol (mlxconfig LINK_TYPE_P<n>) cannot join "
          "this fabric")]
     assert len(_bad(node.checks({"rdma_expected_link_layer": "Ethernet"}))) == 7
+
+
+def test_in_a_virtual_machine_the_pcie_tree_is_not_judged(tmp_path: Path) -> None:
+    """The GPUs report Pass-Through (the real H200 VM of tests/data/ground-truth does): the guest's PCIe tree is the
+    hypervisor's drawing, so a NIC that looks far, or a virtual bridge with ACS on, is no finding - not applicable,
+    said per GPU. The ports are still judged."""
+    node = Node(tmp_path)
+    infiniband.inject_in(node.doc, "nic-wrong-socket", {"hca": "mlx5_3"})
+    infiniband.inject_in(node.doc, "acs-enabled", {"hca": "mlx5_5"})
+    infiniband.inject_in(node.doc, "ib-port-down", {"hca": "mlx5_1"})
+    write_pci_tree(node.doc, tmp_path / "pci")
+    node.render()
+    node.gpus = [dict(g, values={"virtualization_mode": 1}) for g in node.gpus]
+    checks = node.checks()
+    assert [c["name"] for c in checks if c["status"] != "ok"] == ["rdma_port_state"]
+    pcie = [c for c in checks if c["name"] in ("rdma_gpu_nic_distance", "rdma_acs")]
+    assert len(pcie) == 16
+    assert pcie[3]["message"] == ("GPU 3: the PCIe distance to its nearest NIC not judged: the GPUs are in a virtual "
+                                  "machine (Pass-Through), whose PCIe tree is the hypervisor's, not the machine's; "
+                                  "not applicable")
+    node.gpus = [dict(g, values={"virtualization_mode": 0}) for g in node.gpus]  # bare metal: judged
+    assert sorted(c["name"] for c in node.checks() if c["status"] != "ok") == ["rdma_acs", "rdma_gpu_nic_distance",
+                                                                              "rdma_port_state"]
