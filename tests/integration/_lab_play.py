@@ -65,3 +65,17 @@ def run_playbook(inventory: Path, playbook: Path, extra: Sequence[str] = (), *, 
     proc = subprocess.run(playbook_argv(inventory, playbook, extra, check=check, limit=limit), cwd=ROOT,
                           env=ansible_env(work), capture_output=True, text=True, check=False, timeout=timeout)
     return proc.returncode, parse(proc.returncode, proc.stdout, proc.stderr)
+
+
+def gpufleet_json(args: Sequence[str], *, env: dict[str, str] | None = None,
+                  timeout: int = 600) -> tuple[int, dict[str, Any], str]:
+    """Run the operator's command from the checkout, ``python -m gpufleet.cli ARGS`` (e.g. ``verify -i INV --json``);
+    return its exit code, the JSON it printed and its standard error. A run that prints no JSON fails the test."""
+    full = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run([sys.executable, "-m", "gpufleet.cli", *args], cwd=ROOT, env={**full, **(env or {})},
+                          capture_output=True, text=True, check=False, timeout=timeout)
+    try:
+        return proc.returncode, json.loads(proc.stdout), proc.stderr
+    except json.JSONDecodeError:
+        pytest.fail(f"gpufleet {' '.join(args[:1])} printed no JSON (rc {proc.returncode}): {proc.stdout[-3000:]} "
+                    f"{proc.stderr[-3000:]}")

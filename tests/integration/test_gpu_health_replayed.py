@@ -3,8 +3,6 @@ judged by the operator's command, one ``gpufleet verify`` run over all of them (
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 
 import pytest
 from _health_sim import DRIVER_VERSION, LIB_DIR, ROOT, VENV_PYTHON, build_sim_library
+from _lab_play import gpufleet_json
 
 from gpufleet_sim import hardware, store
 
@@ -123,14 +122,7 @@ def test_gpufleet_verify_gives_each_replayed_real_node_its_verdict(replayed_flee
     action and GPU count, whether its host failed, and the run's exit code. (Replaces the module-level
     test_a_replayed_real_node_gets_the_verdict_it_should, which asserted level and failed checks of five XML
     transcripts through `ansible -m gpu_health`.)"""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PATH=f"{Path(VENV_PYTHON).parent}:{os.environ['PATH']}")
-    proc = subprocess.run([VENV_PYTHON, "-m", "gpufleet.cli", "verify", "-i", str(replayed_fleet), "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"gpufleet verify printed no JSON (rc {proc.returncode}): {proc.stdout[-3000:]} "
-                    f"{proc.stderr[-3000:]}")
+    rc, doc, stderr = gpufleet_json(["verify", "-i", str(replayed_fleet), "--json"])
     got, want = {}, {}
     for name, _transcript, gpus, _fm, level, failed, action in REPLAYED:
         host = doc["hosts"][name]
@@ -141,4 +133,4 @@ def test_gpufleet_verify_gives_each_replayed_real_node_its_verdict(replayed_flee
         if got[name] != want[name]:
             got[name] += tuple((c["name"], c["message"]) for c in health["checks"] if c["level"] != "PASS")
     assert got == want
-    assert proc.returncode == VERIFY_EXIT_CRITICAL, proc.stderr[-2000:]
+    assert rc == VERIFY_EXIT_CRITICAL, stderr[-2000:]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lab_play import ROOT, results, run_playbook
+from _lab_play import ROOT, gpufleet_json, results, run_playbook
 
 from gpufleet_lab import reposerver
 from gpufleet_lab.hosts import ANSIBLE_HOST_VARS, HostSpec, exec_in, refresh_pci_tree, start_hosts, stop_hosts
@@ -87,15 +87,9 @@ def hardware(call: str) -> str:
 
 def verify(lab: dict[str, Path]) -> tuple[int, dict[str, Any], dict[str, Any]]:
     """``gpufleet verify -i INVENTORY --json``: its exit code, the host's health report and the whole result."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), XDG_CACHE_HOME=str(lab["work"] / "cache"))
-    proc = subprocess.run([sys.executable, "-m", "gpufleet.cli", "verify", "-i", str(lab["inventory"]), "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"gpufleet verify printed no JSON (rc {proc.returncode}): {proc.stdout[-3000:]} "
-                    f"{proc.stderr[-3000:]}")
-    return proc.returncode, dict(doc["hosts"][HOST]["module_data"]["health"]["health"]), doc
+    rc, doc, _err = gpufleet_json(["verify", "-i", str(lab["inventory"]), "--json"],
+                                  env={"XDG_CACHE_HOME": str(lab["work"] / "cache")})
+    return rc, dict(doc["hosts"][HOST]["module_data"]["health"]["health"]), doc
 
 
 def report_text(lab: dict[str, Path], doc: dict[str, Any]) -> tuple[list[str], str]:
@@ -189,16 +183,24 @@ def test_port_down_fails_naming_the_port(lab: dict[str, Path]) -> None:
     assert 'data-hca="mlx5_3" data-port="1" data-level="PASS" data-state="ACTIVE"' in page
 
 
-def test_rate_degraded_warns_with_the_rate(lab: dict[str, Path]) -> None:
-    hardware("inject('ib-rate-degraded', {'hca': 'mlx5_5', 'width': 1})")
+@pytest.mark.parametrize(("fault", "ibstat", "finding"), [
+    ("ib-rate-degraded', {'hca': 'mlx5_5', 'width': 1}", ("mlx5_5", "\t\tRate: 100\n"),
+     ("rdma_port_rate", "WARNING", "mlx5_5 port 1 runs at 100 Gb/sec (1X NDR), below the expected 400 Gb/s (the "
+      "fastest port of the host): a degraded link (lanes or speed); reseat or replace the cable or transceiver")),
+    ("ib-link-layer', {'hca': 'mlx5_6'}", ("mlx5_6", "\t\tLink layer: Ethernet\n"),
+     ("rdma_port_link_layer", "WARNING", "mlx5_6 port 1 runs Ethernet, expected InfiniBand (rdma_expected_link_layer): "
+      "a VPI port set to the other protocol (mlxconfig LINK_TYPE_P<n>) cannot join this fabric")),
+], ids=["rate-degraded", "link-layer"])
+def test_a_degraded_port_warns_with_the_reading(lab: dict[str, Path], fault: str, ibstat: tuple[str, str],
+                                                finding: tuple[str, str, str]) -> None:
+    """A port that trained slower, or runs the other link layer: ibstat shows it, verify warns (exit 1)."""
+    hardware(f"inject('{fault})")
     try:
-        assert "\t\tRate: 100\n" in exec_in(HOST, ["ibstat", "mlx5_5"])
+        assert ibstat[1] in exec_in(HOST, ["ibstat", ibstat[0]])
         rc, report, _doc = verify(lab)
     finally:
         hardware("clear()")
-    assert not_ok(report) == [("rdma_port_rate", "WARNING", "mlx5_5 port 1 runs at 100 Gb/sec (1X NDR), below the "
-                               "expected 400 Gb/s (the fastest port of the host): a degraded link (lanes or speed); "
-                               "reseat or replace the cable or transceiver")]
+    assert not_ok(report) == [finding]
     assert (rc, report["status"]) == (EXIT["WARNING"], "warn")
 
 
@@ -302,16 +304,3 @@ def test_acs_redirect_warns_then_the_role_clears_it_now_and_at_boot(lab: dict[st
                               "gpufleet.nvidia.gpu_rdma : Remove the ACS boot unit (the kernel sets ACS again at the "
                               "next boot)"]
     assert exec_in(HOST, ["ls", "/etc/systemd/system/"]).count("gpufleet-acs") == 0
-
-
-def test_a_port_on_the_other_link_layer_warns(lab: dict[str, Path]) -> None:
-    hardware("inject('ib-link-layer', {'hca': 'mlx5_6'})")
-    try:
-        assert "\t\tLink layer: Ethernet\n" in exec_in(HOST, ["ibstat", "mlx5_6"])
-        rc, report, _doc = verify(lab)
-    finally:
-        hardware("clear()")
-    assert not_ok(report) == [("rdma_port_link_layer", "WARNING", "mlx5_6 port 1 runs Ethernet, expected InfiniBand "
-                               "(rdma_expected_link_layer): a VPI port set to the other protocol (mlxconfig "
-                               "LINK_TYPE_P<n>) cannot join this fabric")]
-    assert rc == EXIT["WARNING"]
