@@ -19,6 +19,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Lines that start a message of Ansible's own (ansible-core 2.19 ``[ERROR]: ...``; older ``ERROR! ...``).
 _ERROR_START = ("[ERROR]", "ERROR!")
 _OTHER_START = ("[WARNING]", "[DEPRECATION WARNING]", "[NOTICE]", "PLAY ", "TASK ", "PLAYBOOK:")
+#: the rc ansible-runner gives a canceled or timed-out run (ansible_runner/runner.py)
+RUNNER_CANCELED_RC = 254
 
 
 def plain_text(text: str) -> str:
@@ -175,6 +177,11 @@ class EventCollector:
             hosts[name] = host
         if self.timed_out:
             status = "timeout"
+        elif self._terminated and status == "failed":
+            # Our SIGTERM ended ansible-playbook before ansible-runner polled should_cancel again (a loaded machine:
+            # the process is gone within the poll interval), so the runner never heard "cancel" and calls the
+            # signal's exit a failure. The stop was asked for: canceled, with ansible-runner's rc for it.
+            status, rc = "canceled", RUNNER_CANCELED_RC
         return RunResult(playbook=playbook, status=status, rc=rc, hosts=hosts, check=check, error=self.error)
 
 

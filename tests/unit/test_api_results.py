@@ -271,3 +271,20 @@ def test_timeout_stops_the_run_and_sets_status(monkeypatch):
     assert collector.should_cancel() is True
     result = collector.build_result(playbook="/p.yml", status="canceled", rc=254, stats=None, check=False)
     assert (result.status, result.exit_code) == ("timeout", ExitCode.RUNNER_ERROR)
+
+
+def test_a_run_our_sigterm_ended_before_the_next_poll_is_canceled_not_failed(monkeypatch):
+    """Seen in a loaded run of the suite: ansible-playbook exited on our SIGTERM before ansible-runner polled again,
+    so the runner never heard "cancel" and reported status failed, rc None (-1). The stop was asked for: canceled,
+    rc 254, as when the poll comes in time. A run that failed without a stop request stays failed."""
+    monkeypatch.setattr("gpufleet._collect.os.kill", Killed())
+    cancel = threading.Event()
+    collector = EventCollector(MODULE_DATA_KEYS, cancel=cancel)
+    collector({"event": "playbook_on_start", "pid": 4242, "event_data": {}})
+    cancel.set()
+    assert collector.should_cancel() is False  # SIGTERM sent; the process then ends before the next poll
+    result = collector.build_result(playbook="/p.yml", status="failed", rc=-1, stats=None, check=False)
+    assert (result.status, result.rc, result.exit_code) == ("canceled", 254, ExitCode.RUNNER_ERROR)
+    plain = EventCollector(MODULE_DATA_KEYS).build_result(playbook="/p.yml", status="failed", rc=2, stats=None,
+                                                          check=False)
+    assert (plain.status, plain.rc) == ("failed", 2)
