@@ -357,7 +357,8 @@ def _report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _error(str(exc), ExitCode.BAD_INPUT, as_json=False, stdout=out, stderr=err)
     if args.html == "-":
         return int(ExitCode.OK)
-    render_fleet_text(fleet, Console(file=out, width=None if out.isatty() else 160))
+    # a pipe gets each host's line and each finding whole (one line, for grep), whatever its length
+    render_fleet_text(fleet, Console(file=out, width=None if out.isatty() else 160, soft_wrap=not out.isatty()))
     if args.html:
         out.write(f"wrote {args.html}\n")
     return int(ExitCode.OK)

@@ -198,3 +198,17 @@ def test_network_findings_sit_beside_the_gpus_of_the_same_host() -> None:
     assert lines[1:5] == ["plain  PASS       0■", "rdma  CRITICAL   0■",
                           "  network CRITICAL mlx5_0■ mlx5_1■  nvidia_peermem not loaded",
                           "  mlx5_1 port 1 CRITICAL rdma_port_state [action: drain]: mlx5_1 port 1 is DOWN"]
+
+
+def test_report_command_keeps_a_long_finding_on_one_line_in_a_pipe(tmp_path: Path) -> None:
+    """``gpufleet report result.json | grep ...``: a finding longer than any terminal is one line, not wrapped."""
+    message = "mlx5_2 port 1 is DOWN (physical state Polling); " + "x" * 300
+    check = {"name": "rdma_port_state", "gpu": None, "status": "fail", "level": "CRITICAL", "action": "drain",
+             "value": None, "threshold": None, "message": message,
+             "evidence": {"hca": "mlx5_2", "port": 1, "rate": None}}
+    saved = tmp_path / "verify.json"
+    saved.write_text(json.dumps({"playbook": "/x/verify.yml", "hosts": {
+        "h": _host(dict(_report("CRITICAL", [GPU0]), checks=[check]))}}), encoding="utf-8")
+    out = io.StringIO()
+    assert cli.main(["report", str(saved)], stdout=out, stderr=io.StringIO()) == 0
+    assert f"  mlx5_2 port 1 CRITICAL rdma_port_state [action: drain]: {message}" in out.getvalue().splitlines()
