@@ -360,20 +360,13 @@ health:
     thresholds: {description: The thresholds used., type: dict}
     network:
       description:
-        - The RDMA side of the host where its checks ran (null elsewhere) - C(expected), C(nvidia_peermem_loaded),
-          C(level) and C(failed) (the worst level and the failing names of all RDMA checks), C(ports) (per HCA
-          port - C(hca), C(port), C(pci_bus_id), C(state), C(phys_state), C(rate), C(rate_gbps), C(link_layer),
-          and the C(level) and C(failed) names of its checks) and C(gpus) (per GPU in bus order, C(pci_bus_id) and
-          its C(nearest) NIC with the C(nvidia-smi topo -m) level).
+        - The host's RDMA side where its checks ran, else null - C(level) and C(failed) of all RDMA checks, and per
+          HCA port as read (C(ports)) and per GPU (C(gpus), its C(nearest) NIC and C(topo -m) level) as the sample.
       type: dict
-      sample:
-        expected: true
-        nvidia_peermem_loaded: true
-        level: PASS
-        failed: []
-        ports: [{hca: mlx5_0, port: 1, pci_bus_id: "0000:fe:00.0", state: ACTIVE, phys_state: LinkUp,
-                 rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0, link_layer: InfiniBand, level: PASS, failed: []}]
-        gpus: [{pci_bus_id: "0000:18:00.0", nearest: {hca: mlx5_0, level: PIX}}]
+      sample: {expected: true, nvidia_peermem_loaded: true, level: PASS, failed: [], gpus: [{pci_bus_id: "0000:18:00.0",
+               nearest: {hca: mlx5_0, level: PIX}}], ports: [{hca: mlx5_0, port: 1, pci_bus_id: "0000:fe:00.0",
+               state: ACTIVE, phys_state: LinkUp, rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0,
+               link_layer: InfiniBand, level: PASS, failed: []}]}
 msg:
   description: One line - the status and the failing checks.
   returned: always
