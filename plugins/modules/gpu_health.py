@@ -248,9 +248,8 @@ options:
     type: int
   rdma_expected_link_layer:
     description:
-      - The link layer every HCA port must run - V(InfiniBand), or V(Ethernet) for RoCE; a port on the other one is a
-        WARNING (C(rdma_port_link_layer); a ConnectX VPI port set to the other protocol, C(mlxconfig) C(LINK_TYPE_P1)).
-        V(null) - not checked.
+      - The link layer every HCA port must run - V(InfiniBand), or V(Ethernet) for RoCE; V(null) - not checked. A port
+        on the other one (a VPI port set to the other protocol) is a WARNING (C(rdma_port_link_layer)).
     type: str
     choices: [InfiniBand, Ethernet]
   rdma_counter_interval_s:
@@ -333,8 +332,7 @@ health:
         - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(level),
           C(action), C(value), C(threshold), C(message), C(evidence) (for C(xid) - one entry per XID code and
           subcode with its C(count), C(level), C(action) and the catalogue's words; for C(dcgm_diag) - one entry
-          per failing or warning DCGM test and GPU with DCGM's warnings; for the C(rdma_port_*) checks - the
-          port, C(hca), C(port) and C(rate); else null).
+          per failing or warning DCGM test and GPU with DCGM's warnings; C(rdma_port_*) - C(hca), C(port), C(rate)).
       type: list
       elements: dict
     gpus:
@@ -364,9 +362,9 @@ health:
           HCA port as read (C(ports)) and per GPU (C(gpus), its C(nearest) NIC and C(topo -m) level) as the sample.
       type: dict
       sample: {expected: true, nvidia_peermem_loaded: true, level: PASS, failed: [], gpus: [{pci_bus_id: "0000:18:00.0",
-               nearest: {hca: mlx5_0, level: PIX}}], ports: [{hca: mlx5_0, port: 1, pci_bus_id: "0000:fe:00.0",
-               state: ACTIVE, phys_state: LinkUp, rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0,
-               link_layer: InfiniBand, level: PASS, failed: []}]}
+               nearest: {hca: mlx5_0, level: PIX}}], ports: [{hca: mlx5_0, port: 1, pci_bus_id: "0000:fe:00.0", state:
+               ACTIVE, phys_state: LinkUp, rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0, link_layer: InfiniBand,
+               level: PASS, failed: []}]}
 msg:
   description: One line - the status and the failing checks.
   returned: always
