@@ -332,7 +332,7 @@ health:
         - Every check - C(name), C(gpu) (C(index), C(uuid), C(pci_bus_id) or null), C(status), C(level),
           C(action), C(value), C(threshold), C(message), C(evidence) (for C(xid) - one entry per XID code and
           subcode with its C(count), C(level), C(action) and the catalogue's words; for C(dcgm_diag) - one entry
-          per failing or warning DCGM test and GPU with DCGM's warnings; C(rdma_port_*) - C(hca), C(port), C(rate); else null).
+          per failing or warning DCGM test and GPU with DCGM's warnings; C(rdma_port_*) - hca, port, rate; else null).
       type: list
       elements: dict
     gpus:
