@@ -89,9 +89,8 @@ SETPCI_CLEAR = f"ECAP_ACS+6.w=0000:{rdma.ACS_REDIRECT:04x}"
 
 def plan(class_root: str, pci_root: str) -> dict:
     """The paths, the ACS-capable bridges on them, the ones to clear (with their control), and unreadable ones."""
-    facts = rdma.rdma_facts(class_root, pci_root, "/nonexistent")
     paths, bridges, clear, unreadable = [], {}, {}, {}
-    for gpu in facts["gpus"]:
+    for gpu in rdma.gpu_nic_distances(pci_root, rdma.read_hcas(class_root)):
         nearest = gpu["nearest"] or {}
         if "acs" not in nearest:
             continue

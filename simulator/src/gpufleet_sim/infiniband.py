@@ -302,6 +302,15 @@ def inject_in(doc: State, fault: str, args: dict[str, Any]) -> str:
     return f"{hca_name} port {port_no} {counter} = {port['counters'][counter]}"
 
 
+def _hca(rdma: State, hca_name: str) -> dict[str, Any]:
+    """The HCA named ``hca_name``, or an error that lists the ones there are."""
+    for hca in rdma["hcas"]:
+        if hca["name"] == hca_name:
+            return cast(dict[str, Any], hca)
+    known = ", ".join(h["name"] for h in rdma["hcas"])
+    raise InfinibandError(f"no HCA {hca_name!r} in the state (HCAs: {known})")
+
+
 def _move_to_other_socket(doc: State, hca_name: str) -> str:
     """``nic-wrong-socket``: the HCA cabled into a slot of the other CPU socket (a riser or slot mix-up).
 
@@ -310,10 +319,7 @@ def _move_to_other_socket(doc: State, hca_name: str) -> str:
     tree that shows the move is the lab's (gpufleet_lab.pcitree, rewritten from this state).
     """
     rdma = doc["rdma"]
-    hca = next((h for h in rdma["hcas"] if h["name"] == hca_name), None)
-    if hca is None:
-        known = ", ".join(h["name"] for h in rdma["hcas"])
-        raise InfinibandError(f"no HCA {hca_name!r} in the state (HCAs: {known})")
+    hca = _hca(rdma, hca_name)
     key = f"nic-wrong-socket:{hca_name}"
     faults = rdma.setdefault("faults", {})
     if key not in faults:
@@ -337,11 +343,10 @@ def _enable_acs(doc: State, hca_name: str) -> str:
     with the IOMMU on leaves them (:data:`KERNEL_ACS_CTL`); peer-to-peer between the two goes up to the root
     complex. The ports' configuration space that shows it is the lab's (gpufleet_lab.pcitree)."""
     rdma = doc["rdma"]
-    hca = next((h for h in rdma["hcas"] if h["name"] == hca_name), None)
-    switch = next((sw for sw in rdma.get("switches", []) if hca and hca["pci_bus_id"] in sw["devices"]), None)
+    hca = _hca(rdma, hca_name)
+    switch = next((sw for sw in rdma.get("switches", []) if hca["pci_bus_id"] in sw["devices"]), None)
     if switch is None:
-        known = ", ".join(h["name"] for h in rdma["hcas"])
-        raise InfinibandError(f"no HCA {hca_name!r} below a PCIe switch in the state (HCAs: {known})")
+        raise InfinibandError(f"{hca_name} is below no PCIe switch in the state (nic-wrong-socket moved it?)")
     faults = rdma.setdefault("faults", {})
     faults.setdefault(f"acs-enabled:{hca_name}", {"saved": int(switch.get("acs_ctl", 0))})
     switch["acs_ctl"] = KERNEL_ACS_CTL
