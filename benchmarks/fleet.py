@@ -40,6 +40,7 @@ class Row:
     tasks_per_host: float
     changed_per_host: float
     rerun_s: float
+    rerun_tasks_per_host: float
     rerun_changed: int
     noop_s: float
     failed: int
@@ -85,12 +86,14 @@ def measure(size: int, playbook: Path, setup: Path | None, workdir: Path) -> Row
         executed = [h.ok + h.failed for h in first.hosts.values()]  # Ansible's ok includes changed
         tasks = max(executed) if executed else 0
         rerun_s, second = timed(playbook, fleet.inventory)
+        rerun_executed = [h.ok + h.failed for h in second.hosts.values()]
         noop_s, _ = timed(noop_playbook(tasks, workdir / f"noop-{tasks}.yml"), fleet.inventory)
         return Row(
             hosts=size, start_s=start_s, converge_s=converge_s,
             tasks_per_host=sum(executed) / max(len(executed), 1),
             changed_per_host=sum(h.changed for h in first.hosts.values()) / max(len(first.hosts), 1),
-            rerun_s=rerun_s, rerun_changed=sum(h.changed for h in second.hosts.values()),
+            rerun_s=rerun_s, rerun_tasks_per_host=sum(rerun_executed) / max(len(rerun_executed), 1),
+            rerun_changed=sum(h.changed for h in second.hosts.values()),
             noop_s=noop_s, failed=len(first.failed_hosts) + len(second.failed_hosts) + len(first.unreachable_hosts),
         )
     finally:
@@ -98,13 +101,15 @@ def measure(size: int, playbook: Path, setup: Path | None, workdir: Path) -> Row
 
 
 HEAD = (f"{'hosts':>5} {'start s':>8} {'converge s':>10} {'tasks/host':>10} {'changed/host':>12} "
-        f"{'re-run s':>8} {'re-run chg':>10} {'floor s':>8} {'conv/floor':>10} {'re-run/floor':>12} {'failed':>6}")
+        f"{'re-run s':>8} {'re-run tasks':>12} {'re-run chg':>10} {'floor s':>8} {'conv/floor':>10} "
+        f"{'re-run/floor':>12} {'failed':>6}")
 
 
 def format_row(r: Row) -> str:
     """One table line for one fleet size."""
     return (f"{r.hosts:>5} {r.start_s:>8.1f} {r.converge_s:>10.1f} {r.tasks_per_host:>10.1f} "
-            f"{r.changed_per_host:>12.1f} {r.rerun_s:>8.1f} {r.rerun_changed:>10} {r.noop_s:>8.1f} "
+            f"{r.changed_per_host:>12.1f} {r.rerun_s:>8.1f} {r.rerun_tasks_per_host:>12.1f} {r.rerun_changed:>10} "
+            f"{r.noop_s:>8.1f} "
             f"{r.converge_s / r.noop_s:>10.2f} {r.rerun_s / r.noop_s:>12.2f} {r.failed:>6}")
 
 
