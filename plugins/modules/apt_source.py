@@ -36,8 +36,8 @@ options:
   url:
     description:
       - The repository's base URL; user information (C(https://user:token@mirror/...)) goes to apt's auth.conf.d.
+      - Required unless O(verify_only) is set.
     type: str
-    required: true
   suite:
     description: The deb822 C(Suites) value (V(/) for a flat repository such as NVIDIA's CUDA repository).
     type: str
@@ -204,7 +204,9 @@ def main() -> None:
             "shown": {"type": "str", "default": ""},
             "auth_file": {"type": "path", "required": True},
             "auth_machine": {"type": "str", "default": ""},
-            "auth_login": {"type": "str", "default": "", "no_log": True},
+            # The login is not secret (apt_auth.conf(5) keeps it beside the password); no_log on it would mask every
+            # occurrence of a short login in the result (a source named ...-nvidia-com under login "nvidia").
+            "auth_login": {"type": "str", "default": "", "no_log": False},
             "auth_password": {"type": "str", "default": "", "no_log": True},
             "prerequisites": {"type": "list", "elements": "str", "default": []},
         },
